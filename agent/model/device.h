@@ -1,0 +1,76 @@
+// The vocabulary: what discovery finds on a node. Plain values, no I/O.
+// Start here, then agent/discovery/sysfs_discovery.h.
+#ifndef FABRIC_AGENT_MODEL_DEVICE_H_
+#define FABRIC_AGENT_MODEL_DEVICE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabric {
+
+// EFA is recognised by PCI identity (vendor 0x1d0f + efa driver/device id),
+// never by name; everything else with a verbs node is kRdma.
+enum class DeviceKind { kEfa, kRdma };
+std::string_view DeviceKindName(DeviceKind k);  // "efa" | "rdma"
+
+// A character device node: path relative to /dev (e.g. "infiniband/uverbs3")
+// with the numbers the kernel reported in sysfs `dev` (never computed).
+struct CharDevice {
+  std::string rel_path;
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  bool operator==(const CharDevice&) const = default;
+};
+
+struct PciInfo {
+  std::string address;  // "0000:10:1b.0"
+  uint32_t vendor = 0;  // 0x1d0f
+  uint32_t device = 0;  // 0xefa1
+  std::string driver;   // "efa", "mlx5_core"; empty when unbound
+  int numa_node = -1;   // -1: the platform reports no NUMA affinity
+  std::string physfn;   // PF address when this is an SR-IOV VF
+  int sriov_numvfs = 0;  // VFs enabled on this PF
+  bool is_vf() const { return !physfn.empty(); }
+};
+
+struct PortInfo {
+  int number = 0;
+  int state_code = 0;       // 4 = ACTIVE
+  std::string state;        // "ACTIVE"
+  int phys_state_code = 0;  // 5 = LinkUp
+  std::string phys_state;   // "LinkUp"
+  std::string link_layer;   // "InfiniBand" | "Ethernet" | "Unknown"
+  std::string rate;         // "100 Gb/sec (4X EDR)"
+  std::string netdev;       // RoCE netdev from gid_attrs/ndevs/0, empty if none
+  bool active() const { return state_code == 4 && phys_state_code == 5; }
+};
+
+struct RdmaDevice {
+  std::string name;  // ibdev name, e.g. "rdmap79s0", "mlx5_0", "rxe0"
+  DeviceKind kind = DeviceKind::kRdma;
+  std::string node_type;  // "7: unspecified"
+  std::string node_guid;
+  std::optional<PciInfo> pci;  // absent for soft devices (rxe)
+  CharDevice uverbs;           // infiniband/uverbsN
+  std::vector<PortInfo> ports;
+  std::vector<std::string> netdevs;  // PCI function's net/* or rxe's parent
+  int numa_node() const { return pci ? pci->numa_node : -1; }
+  // First non-empty netdev of a port, else of the function, else "".
+  std::string PrimaryNetdev() const;
+  std::string LinkLayer() const { return ports.empty() ? "" : ports.front().link_layer; }
+};
+
+// Everything found on the node by one discovery pass.
+struct NodeInventory {
+  std::vector<RdmaDevice> devices;   // sorted by name (natural order)
+  std::optional<CharDevice> rdma_cm;  // misc rdma_cm node, when loaded
+  std::vector<std::string> warnings;  // one line per skipped device/file
+
+  const RdmaDevice* Find(const std::string& name) const;
+};
+
+}  // namespace fabric
+
+#endif  // FABRIC_AGENT_MODEL_DEVICE_H_

@@ -1,0 +1,31 @@
+# fabric_cc_library(NAME n SRCS ... [HDRS ...] [DEPS ...] [PUBLIC_DEPS ...])
+# One static library per module, aliased as fabric::<n>. Sources are listed
+# explicitly; tests link the library instead of recompiling its sources.
+function(fabric_cc_library)
+  cmake_parse_arguments(A "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})
+  add_library(fabric_${A_NAME} STATIC ${A_SRCS} ${A_HDRS})
+  add_library(fabric::${A_NAME} ALIAS fabric_${A_NAME})
+  target_include_directories(fabric_${A_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(fabric_${A_NAME} PUBLIC ${A_PUBLIC_DEPS} PRIVATE ${A_DEPS})
+endfunction()
+
+# fabric_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...])
+# A GoogleTest binary registered with ctest (default label: unit).
+function(fabric_cc_test)
+  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT FABRIC_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${A_NAME} ${A_SRCS})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
+  target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
+  if(NOT A_LABELS)
+    set(A_LABELS unit)
+  endif()
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  add_test(NAME ${A_NAME} COMMAND ${A_NAME})
+  set_tests_properties(${A_NAME} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "FABRIC_TESTDATA=${PROJECT_SOURCE_DIR}/test/testdata;FABRIC_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
