@@ -1,0 +1,247 @@
+#include "agent/discovery/sysfs_discovery.h"
+
+#include <cstdlib>
+#include <map>
+
+#include "agent/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/fake_sysfs.h"
+#include "test/testing/status_matchers.h"
+
+namespace fabric {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using testing::FakeSysfs;
+
+TEST(DiscoveryTest, EmptyNodeIsNotAnError) {
+  FakeSysfs fs;
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  EXPECT_TRUE(inv->devices.empty());
+  EXPECT_FALSE(inv->rdma_cm.has_value());
+}
+
+TEST(DiscoveryTest, EfaDeviceFullyDescribed) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddRdmaCm(123);
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  const RdmaDevice& d = inv->devices[0];
+  EXPECT_EQ(d.name, "rdmap79s0");
+  EXPECT_EQ(d.kind, DeviceKind::kEfa);
+  ASSERT_TRUE(d.pci.has_value());
+  EXPECT_EQ(d.pci->address, "0000:4f:00.0");
+  EXPECT_EQ(d.pci->vendor, 0x1d0fu);
+  EXPECT_EQ(d.pci->device, 0xefa1u);
+  EXPECT_EQ(d.pci->driver, "efa");
+  EXPECT_EQ(d.numa_node(), 0);
+  EXPECT_EQ(d.uverbs, (CharDevice{"infiniband/uverbs0", 231, 192}));
+  ASSERT_THAT(d.ports, SizeIs(1));
+  EXPECT_TRUE(d.ports[0].active());
+  EXPECT_EQ(d.ports[0].link_layer, "Unknown");
+  EXPECT_EQ(d.ports[0].netdev, "");
+  ASSERT_TRUE(inv->rdma_cm.has_value());
+  EXPECT_EQ(*inv->rdma_cm, (CharDevice{"infiniband/rdma_cm", 10, 123}));
+  EXPECT_TRUE(inv->warnings.empty());
+}
+
+TEST(DiscoveryTest, EfaRecognisedByPciIdentityNotName) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap16s27", "0000:10:1b.0", {.device_id = 0xefa2});
+  // An mlx5 IB device named like an EFA one, and an EFA named like mlx5.
+  fs.AddMlx5("rdmap115s0", "0000:73:00.0", {});
+  fs.AddEfa("mlx5_9", "0000:20:00.0", {.device_id = 0xefa4});
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  std::map<std::string, DeviceKind> kinds;
+  for (const auto& d : inv->devices) kinds[d.name] = d.kind;
+  EXPECT_EQ(kinds["rdmap16s27"], DeviceKind::kEfa);
+  EXPECT_EQ(kinds["rdmap115s0"], DeviceKind::kRdma);
+  EXPECT_EQ(kinds["mlx5_9"], DeviceKind::kEfa);
+}
+
+TEST(DiscoveryTest, Uverbs32AndUpHaveTheirOwnMajorReadFromDev) {
+  FakeSysfs fs;
+  for (int i = 0; i < 34; ++i) {
+    char bdf[32];
+    std::snprintf(bdf, sizeof(bdf), "0000:%02x:00.0", 0x40 + i);
+    fs.AddEfa("efa_" + std::to_string(i), bdf, {});
+  }
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(34));
+  const RdmaDevice* d33 = inv->Find("efa_33");
+  ASSERT_NE(d33, nullptr);
+  auto dev = ReadDevNumbers(fs.sys_root() + "/class/infiniband_verbs/uverbs33/dev");
+  ASSERT_OK(dev);
+  EXPECT_NE(dev->first, 231u);
+  EXPECT_EQ(d33->uverbs.major, dev->first);
+  EXPECT_EQ(d33->uverbs.minor, dev->second);
+  EXPECT_EQ(d33->uverbs.rel_path, "infiniband/uverbs33");
+  // Natural order: efa_2 before efa_10.
+  EXPECT_EQ(inv->devices[2].name, "efa_2");
+}
+
+TEST(DiscoveryTest, RxeHasNoPciParent) {
+  FakeSysfs fs;
+  fs.AddRxe("rxe0", "eth0");
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  const RdmaDevice& d = inv->devices[0];
+  EXPECT_EQ(d.kind, DeviceKind::kRdma);
+  EXPECT_FALSE(d.pci.has_value());
+  EXPECT_EQ(d.numa_node(), -1);
+  EXPECT_EQ(d.LinkLayer(), "Ethernet");
+  EXPECT_EQ(d.PrimaryNetdev(), "eth0");
+  EXPECT_THAT(d.netdevs, ElementsAre("eth0"));
+}
+
+TEST(DiscoveryTest, SriovRolesAndRoceNetdevs) {
+  FakeSysfs fs;
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0",
+             {.numa_node = 1, .device_id = 0x101d, .link_layer = "Ethernet",
+              .netdev = "ens1f0np0", .sriov_numvfs = 2, .sriov_totalvfs = 8});
+  fs.AddMlx5("mlx5_2", "0000:3b:00.2",
+             {.numa_node = 1, .device_id = 0x101e, .link_layer = "Ethernet",
+              .netdev = "ens1f0v0", .physfn = "0000:3b:00.0"});
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  const RdmaDevice* pf = inv->Find("mlx5_0");
+  const RdmaDevice* vf = inv->Find("mlx5_2");
+  ASSERT_TRUE(pf && vf);
+  EXPECT_EQ(pf->pci->sriov_numvfs, 2);
+  EXPECT_FALSE(pf->pci->is_vf());
+  EXPECT_EQ(vf->pci->physfn, "0000:3b:00.0");
+  EXPECT_EQ(pf->PrimaryNetdev(), "ens1f0np0");
+  EXPECT_EQ(pf->numa_node(), 1);
+}
+
+TEST(DiscoveryTest, MalformedFilesSkipOnlyThatDeviceWithOneWarning) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  fs.AddEfa("rdmap81s0", "0000:51:00.0", {});
+  fs.AddEfa("rdmap82s0", "0000:52:00.0", {});
+  fs.AddEfa("rdmap83s0", "0000:53:00.0", {});
+  // 1: malformed dev numbers; 2: no verbs node; 3: garbage port state; 4: bad numa_node.
+  fs.WriteFile("sys/class/infiniband_verbs/uverbs1/dev", "garbage\n");
+  fs.Remove("sys/class/infiniband_verbs/uverbs2");
+  fs.WriteFile(fs.IbDevicePath("rdmap82s0").substr(fs.root().size() + 1) + "/ports/1/state",
+               "ACTIVE\n");
+  auto numa = RealPath(fs.sys_root() + "/class/infiniband/rdmap83s0/device");
+  ASSERT_OK(numa);
+  fs.WriteFile(numa->substr(fs.root().size() + 1) + "/numa_node", "zero\n");
+
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  EXPECT_EQ(inv->devices[0].name, "rdmap79s0");
+  // Each problem is reported once and names the file at fault.
+  std::string all;
+  for (const auto& w : inv->warnings) all += w + "\n";
+  EXPECT_THAT(all, HasSubstr("uverbs1/dev"));
+  EXPECT_THAT(all, HasSubstr("skipping RDMA device rdmap80s0: no verbs node"));
+  EXPECT_THAT(all, HasSubstr("ports/1/state"));
+  EXPECT_THAT(all, HasSubstr("numa_node"));
+  EXPECT_THAT(inv->warnings, SizeIs(5));  // uverbs1 ignored + 4 skipped devices
+}
+
+TEST(DiscoveryTest, MissingDeviceNodeSkippedWhenDevIsVisible) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  fs.Remove("dev/infiniband/uverbs1");
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  EXPECT_THAT(inv->warnings[0], HasSubstr("uverbs1 is missing"));
+
+  // Without a /dev view at all, nodes are not checked.
+  HostPaths no_dev = fs.paths();
+  no_dev.dev_root = fs.root() + "/nodev";
+  auto inv2 = DiscoverNode(no_dev);
+  ASSERT_OK(inv2);
+  EXPECT_THAT(inv2->devices, SizeIs(2));
+}
+
+TEST(DiscoveryTest, PortDownIsReported) {
+  FakeSysfs fs;
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth2"});
+  fs.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  EXPECT_FALSE(inv->devices[0].ports[0].active());
+  EXPECT_EQ(inv->devices[0].ports[0].state, "DOWN");
+  EXPECT_EQ(inv->devices[0].ports[0].phys_state_code, 3);
+}
+
+// The checked-in sample trees (test/testdata/nodes).
+std::string SampleNode(const std::string& name) {
+  const char* td = std::getenv("FABRIC_TESTDATA");
+  return std::string(td ? td : "test/testdata") + "/nodes/" + name;
+}
+
+HostPaths SamplePaths(const std::string& name) {
+  HostPaths p = HostPaths::Defaults();
+  p.sysfs_root = SampleNode(name) + "/sys";
+  p.dev_root = SampleNode(name) + "/dev";
+  return p;
+}
+
+TEST(SampleNodesTest, P5HasThirtyTwoEfaOnTwoNumaNodes) {
+  if (!IsDirectory(SampleNode("p5.48xlarge"))) GTEST_SKIP() << "sample tree not present";
+  auto inv = DiscoverNode(SamplePaths("p5.48xlarge"));
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(32));
+  std::map<int, int> per_numa;
+  for (const auto& d : inv->devices) {
+    EXPECT_EQ(d.kind, DeviceKind::kEfa) << d.name;
+    per_numa[d.numa_node()]++;
+  }
+  EXPECT_EQ(per_numa, (std::map<int, int>{{0, 16}, {1, 16}}));
+  EXPECT_TRUE(inv->rdma_cm.has_value());
+  EXPECT_TRUE(inv->warnings.empty());
+}
+
+TEST(SampleNodesTest, P6B200HasEightEfaAndTwoMlx5) {
+  if (!IsDirectory(SampleNode("p6-b200.48xlarge"))) GTEST_SKIP() << "sample tree not present";
+  auto inv = DiscoverNode(SamplePaths("p6-b200.48xlarge"));
+  ASSERT_OK(inv);
+  int efa = 0, rdma = 0;
+  for (const auto& d : inv->devices) (d.kind == DeviceKind::kEfa ? efa : rdma)++;
+  EXPECT_EQ(efa, 8);
+  EXPECT_EQ(rdma, 2);
+}
+
+TEST(SampleNodesTest, RoceSriovAndRxe) {
+  if (!IsDirectory(SampleNode("mlx5-roce-sriov"))) GTEST_SKIP() << "sample tree not present";
+  auto inv = DiscoverNode(SamplePaths("mlx5-roce-sriov"));
+  ASSERT_OK(inv);
+  int vfs = 0, pfs_with_vfs = 0;
+  for (const auto& d : inv->devices) {
+    ASSERT_TRUE(d.pci.has_value());
+    if (d.pci->is_vf()) vfs++;
+    if (d.pci->sriov_numvfs > 0) pfs_with_vfs++;
+    EXPECT_EQ(d.LinkLayer(), "Ethernet");
+    EXPECT_FALSE(d.PrimaryNetdev().empty()) << d.name;
+  }
+  EXPECT_EQ(vfs, 4);
+  EXPECT_EQ(pfs_with_vfs, 1);
+  EXPECT_THAT(inv->devices, SizeIs(6));
+
+  auto rxe = DiscoverNode(SamplePaths("rxe"));
+  ASSERT_OK(rxe);
+  ASSERT_THAT(rxe->devices, SizeIs(1));
+  EXPECT_FALSE(rxe->devices[0].pci.has_value());
+}
+
+}  // namespace
+}  // namespace fabric
