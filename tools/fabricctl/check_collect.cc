@@ -1,0 +1,133 @@
+#include "tools/fabricctl/check_collect.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "agent/base/errors.h"
+#include "agent/base/file_util.h"
+#include "tools/fabricctl/fid.h"
+
+namespace fabric::fabricctl {
+namespace {
+
+std::optional<NodeKind> KindOf(const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (name == "rdma_cm") return NodeKind::kRdmaCm;
+  if (starts("uverbs")) return NodeKind::kUverbs;
+  if (starts("umad")) return NodeKind::kUmad;
+  if (starts("issm")) return NodeKind::kIssm;
+  return std::nullopt;
+}
+
+// The sysfs class directory describing a node (for its ibdev and `dev`).
+std::string SysfsDirFor(const std::string& sysfs_root, NodeKind kind, const std::string& name) {
+  switch (kind) {
+    case NodeKind::kUverbs:
+      return sysfs_root + "/class/infiniband_verbs/" + name;
+    case NodeKind::kUmad:
+    case NodeKind::kIssm:
+      return sysfs_root + "/class/infiniband_mad/" + name;
+    case NodeKind::kRdmaCm:
+      return sysfs_root + "/class/misc/rdma_cm";
+  }
+  return "";
+}
+
+std::optional<uint64_t> Limit(rlim_t v) {
+  if (v == RLIM_INFINITY) return std::nullopt;
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+std::vector<DeviceNodeFacts> CollectDeviceNodes(const std::string& dev_root,
+                                                const std::string& sysfs_root) {
+  std::vector<DeviceNodeFacts> nodes;
+  auto names = ListDir(dev_root + "/infiniband");
+  if (!names.ok()) return nodes;
+  std::vector<std::string> sorted = *names;
+  std::sort(sorted.begin(), sorted.end(), NaturalLess);
+  for (const std::string& name : sorted) {
+    std::optional<NodeKind> kind = KindOf(name);
+    if (!kind) continue;
+    DeviceNodeFacts n;
+    n.kind = *kind;
+    n.rel_path = "infiniband/" + name;
+    n.path = dev_root + "/" + n.rel_path;
+    struct stat st {};
+    if (::stat(n.path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+      n.is_char_device = true;
+      n.major = major(st.st_rdev);
+      n.minor = minor(st.st_rdev);
+    }
+    // Opening issmN sets the IsSM capability bit on the port (and blocks while
+    // an SM holds it): a probe must not do that.
+    if (n.kind != NodeKind::kIssm) {
+      n.probed = true;
+      int fd = ::open(n.path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+      if (fd < 0) {
+        n.open_errno = errno;
+      } else {
+        ::close(fd);
+      }
+    }
+    std::string sys = SysfsDirFor(sysfs_root, n.kind, name);
+    if (auto ibdev = ReadTrimmed(sys + "/ibdev"); ibdev.ok()) n.ibdev = *ibdev;
+    if (auto dev = ReadDevNumbers(sys + "/dev"); dev.ok()) n.sysfs_dev = *dev;
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+MemlockFacts CollectMemlock() {
+  MemlockFacts m;
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    m.soft = Limit(rl.rlim_cur);
+    m.hard = Limit(rl.rlim_max);
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) == 0) {
+    m.cap_ipc_lock = (data[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1u;
+  }
+  return m;
+}
+
+std::vector<ProviderFacts> CollectProviders(std::string* error) {
+  std::vector<ProviderFacts> out;
+  fi_info* raw = nullptr;
+  int ret = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, nullptr, &raw);
+  InfoPtr list(raw);
+  if (ret != 0) {
+    *error = std::string(FabricError(ret, "fi_getinfo").message());
+    return out;
+  }
+  for (fi_info* i = list.get(); i != nullptr; i = i->next) {
+    ProviderFacts p;
+    if (i->fabric_attr && i->fabric_attr->prov_name) p.provider = i->fabric_attr->prov_name;
+    if (i->fabric_attr && i->fabric_attr->name) p.fabric = i->fabric_attr->name;
+    if (i->domain_attr && i->domain_attr->name) p.domain = i->domain_attr->name;
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+CheckFacts CollectCheckFacts(const CheckOptions& options) {
+  CheckFacts f;
+  f.dev_root = options.dev_root;
+  f.nodes = CollectDeviceNodes(options.dev_root, options.sysfs_root);
+  f.memlock = CollectMemlock();
+  f.providers = CollectProviders(&f.provider_error);
+  return f;
+}
+
+}  // namespace fabric::fabricctl

@@ -1,0 +1,28 @@
+// `fabricctl check` fact collection: the only part that touches the system
+// (stat/open of device nodes, getrlimit, capget, fi_getinfo).
+#ifndef FABRIC_TOOLS_FABRICCTL_CHECK_COLLECT_H_
+#define FABRIC_TOOLS_FABRICCTL_CHECK_COLLECT_H_
+
+#include <string>
+#include <vector>
+
+#include "tools/fabricctl/check_verdict.h"
+#include "tools/fabricctl/cli_args.h"
+
+namespace fabric::fabricctl {
+
+// Device nodes under <dev_root>/infiniband: uverbs*, rdma_cm, umad*, issm*,
+// in natural order, each opened with our own open(O_RDWR) (libibverbs hides
+// the errno) except issm*, and annotated from <sysfs_root> when readable.
+std::vector<DeviceNodeFacts> CollectDeviceNodes(const std::string& dev_root,
+                                                const std::string& sysfs_root);
+MemlockFacts CollectMemlock();
+// Every provider/fabric/domain that fi_getinfo(FI_VERSION(1,17)) returns,
+// deduplicated; `error` gets the failure text when the call fails.
+std::vector<ProviderFacts> CollectProviders(std::string* error);
+
+CheckFacts CollectCheckFacts(const CheckOptions& options);
+
+}  // namespace fabric::fabricctl
+
+#endif  // FABRIC_TOOLS_FABRICCTL_CHECK_COLLECT_H_

@@ -1,0 +1,345 @@
+#include "tools/fabricctl/cli_args.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/host_paths.h"
+#include "agent/base/status_macros.h"
+
+namespace fabric::fabricctl {
+namespace {
+
+absl::Status Usage(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+// Splits "--name=value" into name and value; "--name" leaves value empty.
+struct Flag {
+  std::string name;
+  std::optional<std::string> inline_value;
+};
+
+Flag SplitFlag(const std::string& arg) {
+  size_t eq = arg.find('=');
+  if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+    return {arg.substr(0, eq), arg.substr(eq + 1)};
+  }
+  // "-ojson" is accepted like "-o json".
+  if (arg.size() > 2 && arg[0] == '-' && arg[1] == 'o') return {"-o", arg.substr(2)};
+  return {arg, std::nullopt};
+}
+
+// Walks argv after the subcommand, handing each flag to `handle`.
+class ArgCursor {
+ public:
+  explicit ArgCursor(const std::vector<std::string>& args, size_t pos) : args_(args), pos_(pos) {}
+  bool Done() const { return pos_ >= args_.size(); }
+  Flag Next() { return SplitFlag(args_[pos_++]); }
+  // The flag's value: inline ("--x=v") or the next argument.
+  absl::StatusOr<std::string> Value(const Flag& f) {
+    if (f.inline_value) return *f.inline_value;
+    if (pos_ >= args_.size()) return Usage(absl::StrCat(f.name, " needs a value"));
+    return args_[pos_++];
+  }
+  // For flags whose value is optional ("--listen [ADDR:PORT]").
+  std::optional<std::string> OptionalValue(const Flag& f) {
+    if (f.inline_value) return f.inline_value;
+    if (pos_ < args_.size() && !args_[pos_].empty() && args_[pos_][0] != '-') {
+      return args_[pos_++];
+    }
+    return std::nullopt;
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  size_t pos_;
+};
+
+absl::StatusOr<OutputFormat> ParseFormat(const std::string& v) {
+  if (v == "json") return OutputFormat::kJson;
+  if (v == "text" || v == "table") return OutputFormat::kText;
+  return Usage(absl::StrCat("-o: expected json or text, got '", v, "'"));
+}
+
+absl::StatusOr<uint32_t> ParsePositive(const std::string& flag, const std::string& v,
+                                       uint32_t max) {
+  uint32_t n = 0;
+  if (!absl::SimpleAtoi(v, &n) || n == 0 || n > max) {
+    return Usage(fmt::format("{}: expected an integer in 1..{}, got '{}'", flag, max, v));
+  }
+  return n;
+}
+
+absl::Status ParseCheck(ArgCursor& c, CheckOptions& o) {
+  while (!c.Done()) {
+    Flag f = c.Next();
+    if (f.name == "--dev-root") {
+      FABRIC_ASSIGN_OR_RETURN(o.dev_root, c.Value(f));
+    } else if (f.name == "--sysfs-root") {
+      FABRIC_ASSIGN_OR_RETURN(o.sysfs_root, c.Value(f));
+    } else if (f.name == "--provider") {
+      FABRIC_ASSIGN_OR_RETURN(std::string p, c.Value(f));
+      if (p.empty()) return Usage("--provider: empty name");
+      o.provider = p;
+    } else if (f.name == "--min-memlock") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.min_memlock, ParseByteSize(v));
+    } else if (f.name == "-o" || f.name == "--output") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
+    } else {
+      return Usage(absl::StrCat("check: unknown argument '", f.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBench(ArgCursor& c, BenchOptions& o) {
+  bool have_listen = false, have_connect = false;
+  while (!c.Done()) {
+    Flag f = c.Next();
+    if (f.name == "--listen") {
+      have_listen = true;
+      o.role = BenchOptions::Role::kListen;
+      o.peer = HostPort{"", kDefaultBenchPort};
+      if (auto v = c.OptionalValue(f)) {
+        FABRIC_ASSIGN_OR_RETURN(o.peer, ParseHostPort(*v, /*allow_no_host=*/true));
+      }
+    } else if (f.name == "--connect") {
+      have_connect = true;
+      o.role = BenchOptions::Role::kConnect;
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.peer, ParseHostPort(v, /*allow_no_host=*/false));
+    } else if (f.name == "--provider") {
+      FABRIC_ASSIGN_OR_RETURN(o.provider, c.Value(f));
+      if (o.provider.empty()) return Usage("--provider: empty name");
+    } else if (f.name == "--domain") {
+      FABRIC_ASSIGN_OR_RETURN(o.domain, c.Value(f));
+    } else if (f.name == "--size") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.size, ParseByteSize(v));
+      if (o.size == 0) return Usage("--size: must be > 0");
+    } else if (f.name == "--batch") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.batch, ParsePositive(f.name, v, 4096));
+    } else if (f.name == "--threads") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.threads, ParsePositive(f.name, v, 256));
+    } else if (f.name == "--duration") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.duration_s, ParseSeconds(v));
+    } else if (f.name == "--quiet" || f.name == "-q") {
+      o.progress = false;
+    } else if (f.name == "-o" || f.name == "--output") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
+    } else {
+      return Usage(absl::StrCat("bench: unknown argument '", f.name, "'"));
+    }
+  }
+  if (have_listen && have_connect) return Usage("bench: --listen and --connect exclude each other");
+  // Registered buffers are size bytes per endpoint and side; cap so a typo
+  // ("--size 1t") fails here rather than in malloc or memory registration.
+  if (o.size > 16ull * 1024 * kMiB) return Usage("--size: at most 16 GiB");
+  return absl::OkStatus();
+}
+
+absl::Status ParseDevices(ArgCursor& c, DevicesOptions& o) {
+  while (!c.Done()) {
+    Flag f = c.Next();
+    if (f.name == "--dev-root") {
+      FABRIC_ASSIGN_OR_RETURN(o.dev_root, c.Value(f));
+    } else if (f.name == "--sysfs-root") {
+      FABRIC_ASSIGN_OR_RETURN(o.sysfs_root, c.Value(f));
+    } else if (f.name == "--config") {
+      FABRIC_ASSIGN_OR_RETURN(o.config_path, c.Value(f));
+    } else if (f.name == "-o" || f.name == "--output") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
+    } else {
+      return Usage(absl::StrCat("devices: unknown argument '", f.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(absl::string_view(s).substr(0, digits), &n)) {
+    return Usage(absl::StrCat("bad size '", std::string(text), "' (examples: 4096, 4k, 1m, 2g)"));
+  }
+  std::string suffix = s.substr(digits);
+  uint64_t mult = 1;
+  if (suffix.empty() || suffix == "b") {
+    mult = 1;
+  } else if (suffix == "k" || suffix == "kb" || suffix == "kib") {
+    mult = 1ull << 10;
+  } else if (suffix == "m" || suffix == "mb" || suffix == "mib") {
+    mult = 1ull << 20;
+  } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
+    mult = 1ull << 30;
+  } else {
+    return Usage(absl::StrCat("bad size suffix in '", std::string(text), "' (k, m, g)"));
+  }
+  if (n > std::numeric_limits<uint64_t>::max() / mult) {
+    return Usage(absl::StrCat("size '", std::string(text), "' overflows"));
+  }
+  return n * mult;
+}
+
+absl::StatusOr<double> ParseSeconds(absl::string_view text) {
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  double scale = 1;
+  if (s.size() > 2 && s.substr(s.size() - 2) == "ms") {
+    scale = 1e-3;
+    s.resize(s.size() - 2);
+  } else if (s.size() > 1 && s.back() == 's') {
+    s.pop_back();
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(s, &v) || !std::isfinite(v) || v <= 0) {
+    return Usage(absl::StrCat("bad duration '", std::string(text), "' (examples: 5, 2.5s, 500ms)"));
+  }
+  return v * scale;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  double v = static_cast<double>(bytes);
+  uint64_t exact = bytes;
+  while (unit < 4 && v >= 1024) {
+    v /= 1024;
+    ++unit;
+  }
+  for (int i = 0; i < unit; ++i) {
+    if (exact % 1024 != 0) return fmt::format("{:.1f} {}", v, kUnits[unit]);
+    exact /= 1024;
+  }
+  return fmt::format("{} {}", exact, kUnits[unit]);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text_in, bool allow_no_host) {
+  std::string text(text_in);
+  HostPort hp;
+  std::string port;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return Usage(absl::StrCat("bad address '", text, "' (expected [IPv6]:PORT)"));
+    }
+    hp.host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) {
+      if (!allow_no_host)
+        return Usage(absl::StrCat("bad address '", text, "' (expected ADDR:PORT)"));
+      port = text;
+    } else {
+      if (text.find(':') != colon) {
+        return Usage(absl::StrCat("bad address '", text, "' (write IPv6 as [ADDR]:PORT)"));
+      }
+      hp.host = text.substr(0, colon);
+      port = text.substr(colon + 1);
+    }
+  }
+  if (hp.host.empty() && !allow_no_host) {
+    return Usage(absl::StrCat("bad address '", text, "': host missing"));
+  }
+  uint32_t p = 0;
+  if (!absl::SimpleAtoi(port, &p) || p == 0 || p > 65535) {
+    return Usage(absl::StrCat("bad port in '", text, "'"));
+  }
+  hp.port = static_cast<uint16_t>(p);
+  return hp;
+}
+
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
+  Command cmd;
+  HostPaths defaults = HostPaths::Defaults();
+  cmd.check.dev_root = cmd.devices.dev_root = defaults.dev_root;
+  cmd.check.sysfs_root = cmd.devices.sysfs_root = defaults.sysfs_root;
+  if (args.empty()) return Usage("missing command (check, bench, devices); see --help");
+  const std::string& sub = args[0];
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return cmd;  // kHelp
+  }
+  ArgCursor cursor(args, 1);
+  if (sub == "help") return cmd;
+  if (sub == "check") {
+    cmd.kind = Command::Kind::kCheck;
+    if (auto s = ParseCheck(cursor, cmd.check); !s.ok()) return s;
+  } else if (sub == "bench") {
+    cmd.kind = Command::Kind::kBench;
+    if (auto s = ParseBench(cursor, cmd.bench); !s.ok()) return s;
+  } else if (sub == "devices") {
+    cmd.kind = Command::Kind::kDevices;
+    if (auto s = ParseDevices(cursor, cmd.devices); !s.ok()) return s;
+  } else {
+    return Usage(absl::StrCat("unknown command '", sub, "' (check, bench, devices)"));
+  }
+  return cmd;
+}
+
+std::string UsageText() {
+  return R"(fabricctl: operator's CLI for EFA/RDMA nodes and pods.
+
+Usage:
+  fabricctl check   [--dev-root DIR] [--sysfs-root DIR] [--provider NAME]
+                    [--min-memlock SIZE] [-o json]
+      Run inside a Pod: which fabric device nodes are visible under DIR/infiniband
+      (uverbs*, rdma_cm, umad*, issm*), which open(O_RDWR) and with which errno,
+      RLIMIT_MEMLOCK, and which libfabric providers answer on which domains.
+      issm* nodes are listed but never opened (opening one claims the SM role).
+      --min-memlock   threshold for memory registration (default 64m); a soft
+                      limit below it fails unless unlimited or CAP_IPC_LOCK is held.
+      --provider      the provider the application needs (e.g. efa).
+      Verdicts, in precedence order (the first that applies wins):
+        not-granted       uverbs/rdma_cm visible but open() -> EPERM/EACCES
+        open-failed       uverbs/rdma_cm visible but open() fails otherwise
+        no-devices        no infiniband/uverbs* node
+        provider-missing  --provider given and libfabric does not offer it
+        memlock-too-low   memlock soft limit < --min-memlock
+        ok
+
+  fabricctl bench   [--listen [ADDR:]PORT | --connect ADDR:PORT] [--provider NAME]
+                    [--domain NAME] [--size SIZE] [--batch N] [--threads N]
+                    [--duration SECS] [--quiet] [-o json]
+      libfabric FI_EP_RDM RMA bandwidth, fi_writemsg then fi_read, between two
+      processes. Without --listen/--connect both ends run on this host (a forked
+      server). The server takes size/batch/threads from the client and must be
+      started with the same --provider. Defaults: --provider tcp, --size 1m,
+      --batch 16, --threads 1, --duration 5 (per operation), port 18515.
+      The provider is the core name before ';' ("tcp" opens as "tcp;ofi_rxm");
+      if libfabric opens any other provider than requested, no numbers are
+      reported (exit 8). GB/s = 1e9 bytes per second.
+
+  fabricctl devices [--sysfs-root DIR] [--dev-root DIR] [--config FILE] [-o json]
+      The node's EFA/RDMA devices (agent discovery) and the pools they serve.
+
+SIZE accepts 4096, 4k, 1m, 2g (binary multiples).
+
+Exit codes:
+  0  ok
+  1  runtime error
+  2  usage error
+  3  check: not-granted
+  4  check: open-failed
+  5  check: no-devices
+  6  check/bench: provider-missing (bench: requested provider not available)
+  7  check: memlock-too-low
+  8  bench: opened provider differs from the requested one (fallback refused)
+)";
+}
+
+}  // namespace fabric::fabricctl

@@ -1,0 +1,97 @@
+// Command-line parsing for fabricctl: pure functions over argv, no I/O, so
+// every flag and suffix rule is unit-tested (fabricctl_test).
+#ifndef FABRIC_TOOLS_FABRICCTL_CLI_ARGS_H_
+#define FABRIC_TOOLS_FABRICCTL_CLI_ARGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fabric::fabricctl {
+
+// Process exit codes. Stable: scripts and the integration test depend on them.
+// Documented in UsageText() and README.md.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,             // runtime failure (I/O, libfabric call, peer gone)
+  kExitUsage = 2,             // bad command line
+  kExitNotGranted = 3,        // check: a node is visible but open() gives EPERM/EACCES
+  kExitOpenFailed = 4,        // check: a node is visible but open() fails otherwise
+  kExitNoDevices = 5,         // check: no infiniband/uverbs* node at all
+  kExitProviderMissing = 6,   // check/bench: the requested libfabric provider is absent
+  kExitMemlockTooLow = 7,     // check: RLIMIT_MEMLOCK below --min-memlock, no CAP_IPC_LOCK
+  kExitProviderMismatch = 8,  // bench: libfabric opened another provider than requested
+};
+
+enum class OutputFormat { kText, kJson };
+
+inline constexpr uint64_t kMiB = 1024ull * 1024;
+inline constexpr uint64_t kDefaultMinMemlock = 64 * kMiB;
+inline constexpr uint16_t kDefaultBenchPort = 18515;  // perftest's default port
+
+// "65536", "4k", "4K", "4KiB", "1m", "1MB", "2g": binary multiples (k = 1024).
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+// "5", "2.5", "2.5s", "500ms": seconds, > 0.
+absl::StatusOr<double> ParseSeconds(absl::string_view text);
+// "1 MiB", "4 KiB", "3 B", "1.5 GiB" (exact multiples print without decimals).
+std::string FormatBytes(uint64_t bytes);
+
+struct HostPort {
+  std::string host;  // literal address or name; IPv6 without brackets
+  uint16_t port = 0;
+  bool operator==(const HostPort&) const = default;
+};
+// "10.0.0.1:7000", "[fe80::1]:7000", "node-a:7000"; with allow_no_host also
+// ":7000" and "7000" (host empty). A missing port is an error.
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, bool allow_no_host);
+
+struct CheckOptions {
+  std::string dev_root;                 // default HostPaths::Defaults().dev_root
+  std::string sysfs_root;               // default HostPaths::Defaults().sysfs_root
+  std::optional<std::string> provider;  // --provider: required libfabric provider
+  uint64_t min_memlock = kDefaultMinMemlock;
+  OutputFormat format = OutputFormat::kText;
+};
+
+struct BenchOptions {
+  enum class Role { kLoopback, kListen, kConnect };
+  Role role = Role::kLoopback;
+  HostPort peer;  // --listen (bind address, host may be empty) or --connect
+  std::string provider = "tcp";
+  std::string domain;     // --domain: pin a domain (e.g. "rdmap79s0-rdm"); empty = first
+  uint64_t size = kMiB;   // bytes per RMA operation
+  uint32_t batch = 16;    // outstanding operations per endpoint
+  uint32_t threads = 1;   // endpoints, one thread each
+  double duration_s = 5;  // per operation (write, then read)
+  bool progress = true;   // live rate on stderr once per second
+  OutputFormat format = OutputFormat::kText;
+};
+
+struct DevicesOptions {
+  std::string dev_root;
+  std::string sysfs_root;
+  std::string config_path;  // empty: built-in defaults
+  OutputFormat format = OutputFormat::kText;
+};
+
+struct Command {
+  enum class Kind { kHelp, kCheck, kBench, kDevices };
+  Kind kind = Kind::kHelp;
+  CheckOptions check;
+  BenchOptions bench;
+  DevicesOptions devices;
+};
+
+// args excludes argv[0]. kInvalidArgument with a one-line reason on misuse.
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args);
+
+// The full --help text, including exit codes.
+std::string UsageText();
+
+}  // namespace fabric::fabricctl
+
+#endif  // FABRIC_TOOLS_FABRICCTL_CLI_ARGS_H_

@@ -1,0 +1,53 @@
+// fabricctl: the operator's CLI. See UsageText() (fabricctl --help) and README.md.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/fabricctl/bench.h"
+#include "tools/fabricctl/check_collect.h"
+#include "tools/fabricctl/check_verdict.h"
+#include "tools/fabricctl/cli_args.h"
+#include "tools/fabricctl/devices.h"
+
+namespace fabric::fabricctl {
+namespace {
+
+int RunCheck(const CheckOptions& o) {
+  CheckFacts facts = CollectCheckFacts(o);
+  CheckPolicy policy{o.provider, o.min_memlock};
+  CheckReport report = Decide(facts, policy);
+  if (o.format == OutputFormat::kJson) {
+    fmt::print("{}\n", CheckReportToJson(facts, policy, report).dump(2));
+  } else {
+    fmt::print("{}", CheckReportToText(facts, policy, report));
+  }
+  return VerdictExitCode(report.verdict);
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto cmd = ParseCommandLine(args);
+  if (!cmd.ok()) {
+    fmt::print(stderr, "fabricctl: {}\n", std::string(cmd.status().message()));
+    return kExitUsage;
+  }
+  switch (cmd->kind) {
+    case Command::Kind::kHelp:
+      fmt::print("{}", UsageText());
+      return kExitOk;
+    case Command::Kind::kCheck:
+      return RunCheck(cmd->check);
+    case Command::Kind::kBench:
+      return RunBench(cmd->bench);
+    case Command::Kind::kDevices:
+      return RunDevices(cmd->devices);
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace fabric::fabricctl
+
+int main(int argc, char** argv) { return fabric::fabricctl::Main(argc, argv); }
