@@ -1,0 +1,581 @@
+// Checks everything under deploy/: renders the kustomize base and overlays and
+// the Helm chart (without kubectl/helm), validates every object against the
+// Kubernetes schemas, asserts the security and scheduling properties the
+// agent promises, checks the example workloads, and lints the Dockerfile.
+// Run through check-manifests.sh. Prints "N passed, N failed, N skipped".
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import util from 'node:util';
+import yaml from 'js-yaml';
+import * as k8sCore from 'kubernetes-models/v1';
+import * as k8sApps from 'kubernetes-models/apps/v1';
+import * as promOp from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { validate as validateDockerfile } from 'dockerfile-utils';
+import { Chart, renderedObjects } from './lib/helm-lite.mjs';
+import { build as kustomize, objectKey } from './lib/kustomize-lite.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const deployDir = path.resolve(here, '..');
+const rel = (p) => path.relative(deployDir, p);
+
+// ------------------------------------------------------------ tiny harness
+
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+const only = process.env.CHECK_FILTER ? new RegExp(process.env.CHECK_FILTER) : null;
+
+function check(name, fn) {
+  if (only && !only.test(name)) return;
+  try {
+    const r = fn();
+    if (r && r.skip) {
+      skipped++;
+      console.log(`skip - ${name}: ${r.skip}`);
+      return;
+    }
+    passed++;
+    console.log(`ok   - ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL - ${name}\n       ${String(e.message ?? e).split('\n').join('\n       ')}`);
+  }
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+function assertEq(actual, expected, what) {
+  if (!util.isDeepStrictEqual(actual, expected)) {
+    throw new Error(`${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
+  }
+}
+
+// ------------------------------------------------------------ the contract
+
+// Resource names the agent serves (config pools) and the examples request.
+const RESOURCE_NAMES = [
+  'vpc.amazonaws.com/efa',
+  'device.gpustack.ai/rdma',
+  'device.gpustack.ai/rdma.shared',
+  'device.gpustack.ai/rdma.partitioned',
+];
+const METRICS_PORT = 9435;
+const KUBELET = '/var/lib/kubelet';
+// Every host path the DaemonSet may mount, and which ones need the CNI part.
+const BASE_HOST_PATHS = new Set([
+  `${KUBELET}/device-plugins`, `${KUBELET}/plugins_registry`, `${KUBELET}/pod-resources`,
+  '/sys', '/var/run/cdi', '/opt/fabric/bin',
+]);
+const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d']);
+const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir'];
+const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
+
+// ------------------------------------------------------- schema validation
+
+const MODELS = {
+  v1: k8sCore,
+  'apps/v1': k8sApps,
+  'monitoring.coreos.com/v1': promOp,
+};
+
+// Property names the Kubernetes (and prometheus-operator) schemas define,
+// harvested from the compiled validators. kubernetes-models accepts unknown
+// fields, so a typo such as "readOnlyRootFileSystem" would pass it; a key not
+// in this set anywhere is reported instead.
+let knownProps = null;
+function knownPropertyNames() {
+  if (knownProps) return knownProps;
+  knownProps = new Set();
+  const dirs = [
+    path.join(here, 'node_modules/kubernetes-models/_schemas'),
+    path.join(here, 'node_modules/@kubernetes-models/apimachinery/_schemas'),
+    path.join(here, 'node_modules/@kubernetes-models/prometheus-operator/_schemas'),
+  ];
+  for (const d of dirs) {
+    if (!fs.existsSync(d)) continue;
+    for (const f of fs.readdirSync(d)) {
+      if (!f.endsWith('.js')) continue;
+      const src = fs.readFileSync(path.join(d, f), 'utf8');
+      for (const m of src.matchAll(/parentDataProperty:"([^"]+)"/g)) knownProps.add(m[1]);
+      for (const m of src.matchAll(/missingProperty:"([^"]+)"/g)) knownProps.add(m[1]);
+    }
+  }
+  return knownProps;
+}
+
+// Maps whose keys are user data (labels, resource names, ...), not fields.
+const FREE_FORM = new Set(['labels', 'annotations', 'data', 'binaryData', 'stringData', 'nodeSelector',
+  'matchLabels', 'limits', 'requests', 'hard', 'capacity', 'allocatable']);
+
+function unknownFields(o, where = '', parentKey = '', out = []) {
+  if (Array.isArray(o)) {
+    o.forEach((x, i) => unknownFields(x, `${where}[${i}]`, parentKey, out));
+  } else if (o && typeof o === 'object') {
+    const freeForm = FREE_FORM.has(parentKey)
+      || (parentKey === 'selector' && !('matchLabels' in o) && !('matchExpressions' in o));
+    if (freeForm) return out;
+    for (const [k, v] of Object.entries(o)) {
+      if (!knownPropertyNames().has(k)) out.push(`${where}.${k}`);
+      unknownFields(v, `${where}.${k}`, k, out);
+    }
+  }
+  return out;
+}
+
+function validateObject(o) {
+  const group = MODELS[o.apiVersion];
+  assert(group, `${objectKey(o)}: no schema for apiVersion ${o.apiVersion}`);
+  const Model = group[o.kind];
+  assert(Model, `${objectKey(o)}: no schema for ${o.apiVersion} ${o.kind}`);
+  new Model(structuredClone(o)).validate();
+  const unknown = unknownFields(o);
+  assert(!unknown.length, `${objectKey(o)}: fields unknown to the Kubernetes schemas: ${unknown.join(', ')}`);
+}
+
+// ------------------------------------------------------------ helpers
+
+function byKind(objs, kind) {
+  return objs.filter((o) => o.kind === kind);
+}
+
+function single(objs, kind) {
+  const l = byKind(objs, kind);
+  assert(l.length === 1, `expected one ${kind}, found ${l.length}`);
+  return l[0];
+}
+
+function podSpecOf(o) {
+  if (o.kind === 'Pod') return o.spec;
+  return o.spec?.template?.spec;
+}
+
+function allContainers(spec) {
+  return [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
+}
+
+function flagValue(args, flag) {
+  const a = (args ?? []).find((x) => x === flag || x.startsWith(`${flag}=`));
+  return a === undefined ? undefined : a.slice(flag.length + 1);
+}
+
+// Strips what only Helm adds, so a Helm render can be compared with kustomize.
+const HELM_ONLY_LABELS = ['helm.sh/chart', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/version'];
+function normalizeHelm(o) {
+  const c = structuredClone(o);
+  const strip = (meta) => {
+    if (!meta) return;
+    for (const l of HELM_ONLY_LABELS) delete meta.labels?.[l];
+    delete meta.annotations?.['checksum/config'];
+    if (meta.annotations && !Object.keys(meta.annotations).length) delete meta.annotations;
+    if (meta.labels && !Object.keys(meta.labels).length) delete meta.labels;
+  };
+  strip(c.metadata);
+  strip(c.spec?.template?.metadata);
+  return parseConfig(c);
+}
+
+// Helm's toYaml sorts keys; the kustomize ConfigMap keeps the documented
+// order. Compare the configuration, not its spelling.
+function parseConfig(o) {
+  if (o.kind !== 'ConfigMap' || typeof o.data?.['config.yaml'] !== 'string') return o;
+  const c = structuredClone(o);
+  c.data['config.yaml'] = yaml.load(c.data['config.yaml']);
+  return c;
+}
+
+function compareSets(actual, expected, what) {
+  const a = new Map(actual.map((o) => [objectKey(o), o]));
+  const e = new Map(expected.map((o) => [objectKey(o), o]));
+  const missing = [...e.keys()].filter((k) => !a.has(k));
+  const extra = [...a.keys()].filter((k) => !e.has(k));
+  assert(!missing.length && !extra.length, `${what}: missing ${JSON.stringify(missing)}, extra ${JSON.stringify(extra)}`);
+  for (const [k, eo] of e) {
+    const ao = a.get(k);
+    if (!util.isDeepStrictEqual(ao, eo)) {
+      throw new Error(`${what}: ${k} differs:\n${firstDifference(ao, eo)}`);
+    }
+  }
+}
+
+function firstDifference(a, b, p = '') {
+  if (util.isDeepStrictEqual(a, b)) return null;
+  if (a && b && typeof a === 'object' && typeof b === 'object' && Array.isArray(a) === Array.isArray(b)) {
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    for (const k of keys) {
+      const d = firstDifference(a[k], b[k], `${p}/${k}`);
+      if (d) return d;
+    }
+  }
+  return `at ${p || '/'}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`;
+}
+
+// ------------------------------------------------------------ renders
+
+const renders = {}; // name -> objects
+const kustomizations = {
+  'kustomize base': 'kustomize/base',
+  'kustomize with-cni': 'kustomize/overlays/with-cni',
+  'kustomize with-podmonitor': 'kustomize/overlays/with-podmonitor',
+};
+for (const [name, dir] of Object.entries(kustomizations)) {
+  check(`${name}: builds`, () => {
+    renders[name] = kustomize(path.join(deployDir, dir));
+    assert(renders[name].length > 0, 'no objects');
+  });
+}
+
+const haveKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+for (const [name, dir] of Object.entries(kustomizations)) {
+  check(`${name}: kustomize-lite agrees with kubectl kustomize`, () => {
+    if (!haveKubectl) return { skip: 'kubectl not installed' };
+    assert(renders[name], 'no kustomize-lite render');
+    const out = execFileSync('kubectl', ['kustomize', path.join(deployDir, dir)], { encoding: 'utf8' });
+    compareSets(renders[name], yaml.loadAll(out).filter((o) => o), 'kubectl vs kustomize-lite');
+  });
+}
+
+const chartDir = path.join(deployDir, 'helm/fabric-device-plugin');
+let chart = null;
+check('helm chart: Chart.yaml and templates parse', () => {
+  chart = new Chart(chartDir);
+  assertEq(chart.meta.apiVersion, 'v2', 'Chart.yaml apiVersion');
+  assertEq(chart.meta.name, path.basename(chartDir), 'chart name');
+  assert(/^\d+\.\d+\.\d+/.test(chart.meta.version), 'chart version must be SemVer');
+});
+const helmCases = {
+  'helm defaults': {},
+  'helm cni.enabled': { cni: { enabled: true } },
+  'helm podMonitor.enabled': { podMonitor: { enabled: true } },
+  'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
+  'helm kubeletRoot=/var/lib/k0s/kubelet/': { kubeletRoot: '/var/lib/k0s/kubelet/' },
+};
+for (const [name, values] of Object.entries(helmCases)) {
+  check(`${name}: renders`, () => {
+    assert(chart, 'chart did not load');
+    const files = chart.render({ values, releaseName: 'fabric-device-plugin', namespace: 'fabric-system' });
+    renders[name] = renderedObjects(files).map((x) => x.obj);
+  });
+}
+
+check('helm chart: every value a template reads exists in values.yaml (helm lint --strict)', () => {
+  for (const values of Object.values(helmCases)) {
+    chart.render({ values, releaseName: 'fabric-device-plugin', namespace: 'fabric-system', strict: true });
+  }
+});
+check('helm defaults == kustomize base (except the Namespace object and Helm labels)', () => {
+  compareSets(renders['helm defaults'].map(normalizeHelm),
+    renders['kustomize base'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
+});
+check('helm cni.enabled == kustomize with-cni', () => {
+  compareSets(renders['helm cni.enabled'].map(normalizeHelm),
+    renders['kustomize with-cni'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
+});
+check('helm podMonitor.enabled == kustomize with-podmonitor', () => {
+  compareSets(renders['helm podMonitor.enabled'].map(normalizeHelm),
+    renders['kustomize with-podmonitor'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
+});
+check('helm config value == kustomize ConfigMap (parsed)', () => {
+  const cm = single(renders['kustomize base'], 'ConfigMap');
+  assertEq(yaml.load(cm.data['config.yaml']), chart.defaults.config, 'config');
+});
+
+// ------------------------------------------------------------ per render
+
+for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) {
+  const objs = () => {
+    assert(renders[name], 'render failed');
+    return renders[name];
+  };
+  const cni = /cni/.test(name);
+
+  check(`${name}: every object passes the Kubernetes schema`, () => {
+    for (const o of objs()) validateObject(o);
+  });
+
+  check(`${name}: DaemonSet is system-node-critical, tokenless, never surges`, () => {
+    const ds = single(objs(), 'DaemonSet');
+    const spec = podSpecOf(ds);
+    assertEq(spec.priorityClassName, 'system-node-critical', 'priorityClassName');
+    assertEq(spec.automountServiceAccountToken, false, 'automountServiceAccountToken');
+    const sa = single(objs(), 'ServiceAccount');
+    assertEq(sa.automountServiceAccountToken, false, 'ServiceAccount automountServiceAccountToken');
+    assertEq(spec.serviceAccountName, sa.metadata.name, 'serviceAccountName');
+    assertEq(ds.spec.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } }, 'updateStrategy');
+  });
+
+  check(`${name}: every container drops ALL capabilities, read-only root, no escalation, not privileged`, () => {
+    const spec = podSpecOf(single(objs(), 'DaemonSet'));
+    assert(!spec.hostPID && !spec.hostIPC, 'hostPID/hostIPC');
+    for (const c of allContainers(spec)) {
+      const sc = c.securityContext ?? {};
+      assertEq(sc.capabilities?.drop, ['ALL'], `${c.name} capabilities.drop`);
+      assertEq(sc.privileged, false, `${c.name} privileged`);
+      assertEq(sc.allowPrivilegeEscalation, false, `${c.name} allowPrivilegeEscalation`);
+      assertEq(sc.readOnlyRootFilesystem, true, `${c.name} readOnlyRootFilesystem`);
+      assertEq(sc.runAsUser, 0, `${c.name} runAsUser`);
+      const add = sc.capabilities?.add;
+      if (c.name === 'agent' && cni) assertEq(add, ['NET_ADMIN', 'SYS_ADMIN'], 'agent capabilities.add with CNI');
+      else assert(add === undefined, `${c.name} adds capabilities ${JSON.stringify(add)}`);
+    }
+  });
+
+  check(`${name}: host paths are the allowed set, never /dev, /sys read-only`, () => {
+    const spec = podSpecOf(single(objs(), 'DaemonSet'));
+    const kubeletRoot = (flagValue(spec.containers.find((c) => c.name === 'agent').args, '--kubelet-root') ?? '').replace(/\/$/, '');
+    const allowed = new Set([...BASE_HOST_PATHS].map((p) => p.replace(KUBELET, kubeletRoot)));
+    if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
+    const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
+    for (const [vol, p] of hostVolumes) {
+      assert(p !== '/dev' && !p.startsWith('/dev/'), `volume ${vol} mounts host ${p}`);
+      assert(allowed.has(p), `volume ${vol} mounts host ${p}, not in the allowed set`);
+    }
+    assertEq(new Set(hostVolumes.values()), allowed, 'host paths mounted');
+    for (const c of allContainers(spec)) {
+      for (const m of c.volumeMounts ?? []) {
+        const hp = hostVolumes.get(m.name);
+        if (hp === '/sys') assertEq(m.readOnly, true, `${c.name} mount of host /sys readOnly`);
+        if (m.mountPropagation) {
+          assertEq([hp, m.mountPropagation], ['/var/run/netns', 'HostToContainer'], `${c.name} mountPropagation`);
+        }
+      }
+    }
+  });
+
+  check(`${name}: ${cni ? 'hostNetwork only for the CNI part' : 'no hostNetwork; sysfs read via --sysfs-root'}`, () => {
+    const spec = podSpecOf(single(objs(), 'DaemonSet'));
+    const agent = spec.containers.find((c) => c.name === 'agent');
+    if (cni) {
+      assertEq(spec.hostNetwork, true, 'hostNetwork');
+      assertEq(spec.dnsPolicy, 'ClusterFirstWithHostNet', 'dnsPolicy');
+      const sock = flagValue(agent.args, '--agent-socket');
+      assert(sock, '--agent-socket missing');
+      const sockMount = agent.volumeMounts.find((m) => sock.startsWith(`${m.mountPath}/`));
+      assert(sockMount && !sockMount.readOnly, `no writable mount holds ${sock}`);
+      const vol = spec.volumes.find((v) => v.name === sockMount.name);
+      assertEq(vol.hostPath?.path, sockMount.mountPath, 'agent socket dir is the same path on the host (fabric-cni dials it there)');
+      assert(spec.initContainers.some((c) => c.name === 'install-cni'), 'install-cni init container');
+    } else {
+      assert(!spec.hostNetwork, 'hostNetwork must be off without CNI');
+      assert(flagValue(agent.args, '--agent-socket') === undefined, '--agent-socket without CNI');
+    }
+    const sysfsRoot = flagValue(agent.args, '--sysfs-root');
+    const sysMount = agent.volumeMounts.find((m) => m.mountPath === sysfsRoot);
+    assert(sysMount, `--sysfs-root=${sysfsRoot} is not a mount`);
+    assertEq(spec.volumes.find((v) => v.name === sysMount.name).hostPath?.path, '/sys', '--sysfs-root mount source');
+  });
+
+  check(`${name}: scheduled on all Linux nodes, no instance-type allowlist, GPU/EFA taints tolerated`, () => {
+    const ds = single(objs(), 'DaemonSet');
+    const text = JSON.stringify(ds);
+    assert(!/instance-type/.test(text), 'DaemonSet mentions instance-type');
+    const spec = podSpecOf(ds);
+    // Helm merges maps: a user's selector adds to kubernetes.io/os.
+    if (/nodeSelector override/.test(name)) assertEq(spec.nodeSelector, { 'example.com/fabric': 'true', 'kubernetes.io/os': 'linux' }, 'nodeSelector');
+    else assertEq(spec.nodeSelector, { 'kubernetes.io/os': 'linux' }, 'nodeSelector');
+    assert(!spec.affinity, 'no affinity by default');
+    for (const key of GPU_EFA_TAINTS) {
+      assert(spec.tolerations.some((t) => t.key === key && t.operator === 'Exists'), `toleration for ${key}`);
+    }
+    const all = spec.tolerations.some((t) => !t.key && t.operator === 'Exists');
+    assertEq(all, /tolerateAllTaints/.test(name), 'tolerate-all toleration');
+  });
+
+  check(`${name}: agent flags, probes, port ${METRICS_PORT}, resources`, () => {
+    const spec = podSpecOf(single(objs(), 'DaemonSet'));
+    const agent = spec.containers.find((c) => c.name === 'agent');
+    for (const f of REQUIRED_FLAGS) assert(flagValue(agent.args, f) !== undefined, `flag ${f} missing`);
+    assertEq(flagValue(agent.args, '--registration'), 'auto', '--registration');
+    assertEq(flagValue(agent.args, '--metrics-address'), `0.0.0.0:${METRICS_PORT}`, '--metrics-address');
+    assertEq(agent.ports, [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }], 'ports');
+    assertEq(agent.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' }, 'livenessProbe');
+    assertEq(agent.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' }, 'readinessProbe');
+    assertEq(agent.resources, { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } }, 'resources');
+    const kubeletRoot = flagValue(agent.args, '--kubelet-root').replace(/\/$/, '');
+    for (const sub of ['device-plugins', 'plugins_registry', 'pod-resources']) {
+      const m = agent.volumeMounts.find((x) => x.mountPath === `${kubeletRoot}/${sub}`);
+      assert(m, `${kubeletRoot}/${sub} not mounted at the --kubelet-root path`);
+      assertEq(spec.volumes.find((v) => v.name === m.name).hostPath?.path, m.mountPath, `${sub}: same path on host and in the container`);
+    }
+    const cdi = flagValue(agent.args, '--cdi-dir');
+    assert(agent.volumeMounts.some((m) => m.mountPath === cdi && !m.readOnly), '--cdi-dir is not a writable mount');
+    const cfg = flagValue(agent.args, '--config');
+    const cfgMount = agent.volumeMounts.find((m) => cfg.startsWith(`${m.mountPath}/`));
+    assert(cfgMount, `${cfg} is not on a mount`);
+    const cmName = spec.volumes.find((v) => v.name === cfgMount.name).configMap?.name;
+    const cm = byKind(objs(), 'ConfigMap').find((c) => c.metadata.name === cmName);
+    assert(cm && cm.data[path.basename(cfg)], `ConfigMap ${cmName} lacks ${path.basename(cfg)}`);
+  });
+
+  check(`${name}: config serves the four resource names`, () => {
+    const cm = single(objs(), 'ConfigMap');
+    const config = yaml.load(cm.data['config.yaml']);
+    assertEq(config.pools.map((p) => p.name), RESOURCE_NAMES, 'pool names');
+    const shared = config.pools.find((p) => p.name === 'device.gpustack.ai/rdma.shared');
+    assertEq([shared.mode, shared.tokensPerDevice], ['shared', 64], 'rdma.shared mode/tokens');
+  });
+
+  check(`${name}: Service/PodMonitor point at the metrics port`, () => {
+    const svc = single(objs(), 'Service');
+    assertEq(svc.spec.clusterIP, 'None', 'headless Service');
+    assertEq(svc.spec.ports, [{ name: 'metrics', port: METRICS_PORT, targetPort: 'metrics', protocol: 'TCP' }], 'Service ports');
+    const ds = single(objs(), 'DaemonSet');
+    const podLabels = ds.spec.template.metadata.labels;
+    for (const [k, v] of Object.entries(svc.spec.selector)) assertEq(podLabels[k], v, `Service selector ${k}`);
+    const pms = byKind(objs(), 'PodMonitor');
+    assertEq(pms.length, /podmonitor/i.test(name) ? 1 : 0, 'PodMonitor count');
+    for (const pm of pms) {
+      assertEq(pm.spec.podMetricsEndpoints.map((e) => [e.port, e.path]), [['metrics', '/metrics']], 'PodMonitor endpoint');
+      for (const [k, v] of Object.entries(pm.spec.selector.matchLabels)) assertEq(podLabels[k], v, `PodMonitor selector ${k}`);
+    }
+  });
+}
+
+// ------------------------------------------------------------ examples
+
+const examplesDir = path.join(deployDir, 'examples');
+const examples = {};
+for (const f of fs.readdirSync(examplesDir).filter((x) => x.endsWith('.yaml')).sort()) {
+  check(`examples/${f}: parses and passes the Kubernetes schema`, () => {
+    examples[f] = yaml.loadAll(fs.readFileSync(path.join(examplesDir, f), 'utf8')).filter((o) => o);
+    for (const o of examples[f]) validateObject(o);
+  });
+}
+check('examples: no hostNetwork/hostPID/hostIPC, hostPath, privileged or added capabilities', () => {
+  for (const [f, objs] of Object.entries(examples)) {
+    for (const o of objs) {
+      const spec = podSpecOf(o);
+      if (!spec) continue;
+      assert(!spec.hostNetwork && !spec.hostPID && !spec.hostIPC, `${f}: host namespaces`);
+      for (const v of spec.volumes ?? []) assert(!v.hostPath, `${f}: hostPath volume ${v.name}`);
+      for (const c of allContainers(spec)) {
+        const sc = c.securityContext ?? {};
+        assert(!sc.privileged, `${f}/${c.name}: privileged`);
+        assert(!sc.capabilities?.add, `${f}/${c.name}: capabilities.add ${JSON.stringify(sc.capabilities?.add)}`);
+        assert(sc.allowPrivilegeEscalation === false, `${f}/${c.name}: allowPrivilegeEscalation must be false`);
+        for (const m of c.volumeMounts ?? []) assert(!m.mountPath.startsWith('/dev/infiniband'), `${f}/${c.name}: mounts ${m.mountPath}`);
+      }
+    }
+  }
+});
+check('examples: fabric requests use served names, requests == limits, and cover efa:2, rdma.shared:1, rdma:2', () => {
+  const seen = new Set();
+  for (const [f, objs] of Object.entries(examples)) {
+    for (const o of objs) {
+      const spec = podSpecOf(o);
+      if (!spec) continue;
+      for (const c of allContainers(spec)) {
+        const lim = c.resources?.limits ?? {};
+        const req = c.resources?.requests ?? {};
+        for (const k of new Set([...Object.keys(lim), ...Object.keys(req)])) {
+          if (!k.includes('/') || k === 'nvidia.com/gpu') continue;
+          assert(RESOURCE_NAMES.includes(k), `${f}: requests ${k}, which no pool serves`);
+          assertEq(String(req[k]), String(lim[k]), `${f}: ${k} requests vs limits`);
+          seen.add(`${k}=${lim[k]}`);
+        }
+      }
+    }
+  }
+  for (const want of ['vpc.amazonaws.com/efa=2', 'device.gpustack.ai/rdma.shared=1', 'device.gpustack.ai/rdma=2']) {
+    assert(seen.has(want), `no example requests ${want}`);
+  }
+  const podsByFile = Object.entries(examples).filter(([, objs]) => objs.some((o) => o.kind === 'Pod')).map(([f]) => f);
+  assert(podsByFile.some((f) => /mooncake-member/.test(f)) && podsByFile.some((f) => /vllm-engine/.test(f)), 'need a Mooncake member and a vLLM engine example');
+});
+check('examples: ResourceQuota limits requests.vpc.amazonaws.com/efa', () => {
+  const quotas = Object.values(examples).flat().filter((o) => o.kind === 'ResourceQuota');
+  assert(quotas.some((q) => q.spec.hard['requests.vpc.amazonaws.com/efa'] !== undefined), 'no quota on requests.vpc.amazonaws.com/efa');
+  for (const q of quotas) {
+    for (const k of Object.keys(q.spec.hard)) {
+      if (k.includes('.gpustack.ai/') || k.includes('amazonaws.com/')) assert(k.startsWith('requests.'), `${k}: extended resources are quota'd as requests.<name>`);
+    }
+  }
+});
+
+// ------------------------------------------------------------ Dockerfile
+
+const dockerfilePath = path.join(deployDir, 'Dockerfile');
+const dockerfile = fs.readFileSync(dockerfilePath, 'utf8');
+check('Dockerfile: dockerfile-utils reports no errors', () => {
+  const diags = validateDockerfile(dockerfile);
+  const errors = diags.filter((d) => d.severity === 1);
+  assert(!errors.length, errors.map((d) => `line ${d.range.start.line + 1}: ${d.message}`).join('\n'));
+});
+const logical = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+const stages = [];
+for (const l of logical) {
+  if (/^FROM\s/i.test(l)) stages.push({ from: l, lines: [] });
+  else if (stages.length) stages[stages.length - 1].lines.push(l);
+}
+check('Dockerfile: multi-stage on Debian 12 (bookworm), tests off, runtime without -dev packages', () => {
+  assert(stages.length >= 2, 'needs a build and a runtime stage');
+  assert(/ARG DEBIAN_IMAGE=debian:bookworm/.test(dockerfile), 'base image must be debian:bookworm*');
+  for (const s of stages) assert(/\$\{DEBIAN_IMAGE\}/.test(s.from), `${s.from}: not the bookworm base`);
+  const buildText = stages[0].lines.join('\n');
+  for (const pkg of ['build-essential', 'cmake', 'ninja-build', 'pkg-config', 'libgrpc++-dev', 'libprotobuf-dev',
+    'protobuf-compiler', 'protobuf-compiler-grpc', 'libabsl-dev', 'libfabric-dev', 'libibverbs-dev', 'librdmacm-dev',
+    'libspdlog-dev', 'libfmt-dev', 'nlohmann-json3-dev', 'libyaml-cpp-dev', 'libcpp-httplib-dev', 'libmnl-dev']) {
+    assert(new RegExp(`(^|\\s)${pkg.replace(/[+]/g, '\\+')}(\\s|$)`, 'm').test(buildText), `build stage lacks ${pkg}`);
+  }
+  assert(/-DFABRIC_BUILD_TESTS=OFF/.test(buildText), 'cmake -DFABRIC_BUILD_TESTS=OFF');
+  const runtime = stages[stages.length - 1].lines.join('\n');
+  assert(!/-dev\b/.test(runtime), 'runtime stage installs -dev packages');
+  assert(/ENTRYPOINT \["\/usr\/local\/bin\/fabric-agent"\]/.test(runtime), 'ENTRYPOINT fabric-agent');
+});
+check('Dockerfile: ships the four binaries where the manifests expect them', () => {
+  for (const b of ['fabric-agent', 'fabricctl']) assert(new RegExp(`IMAGE_BINARIES="[^"]*\\b${b}\\b`).test(dockerfile), `${b} not in IMAGE_BINARIES`);
+  for (const b of ['fabric-cni', 'fabric-memlock-hook']) assert(new RegExp(`HOST_BINARIES="[^"]*\\b${b}\\b`).test(dockerfile), `${b} not in HOST_BINARIES`);
+  assert(/COPY --from=build \/out\/bin\/ \/usr\/local\/bin\//.test(dockerfile), 'image binaries -> /usr/local/bin');
+  assert(/COPY --from=build \/out\/host\/ \/opt\/fabric\/host\//.test(dockerfile), 'host binaries -> /opt/fabric/host');
+  const ds = single(renders['kustomize with-cni'] ?? [], 'DaemonSet');
+  const cmds = ds.spec.template.spec.initContainers.map((c) => c.command.join(' ')).join('\n');
+  for (const b of ['fabric-cni', 'fabric-memlock-hook']) assert(cmds.includes(`/opt/fabric/host/${b}`), `no init container installs ${b}`);
+});
+check('Dockerfile: every RUN is valid POSIX sh (sh -n, shellcheck if present)', () => {
+  const runs = logical.filter((l) => /^RUN\s/.test(l)).map((l) => l.replace(/^RUN\s+/, ''));
+  assert(runs.length >= 4, `only ${runs.length} RUN instructions found`);
+  const haveShellcheck = spawnSync('shellcheck', ['--version'], { stdio: 'ignore' }).status === 0;
+  for (const r of runs) {
+    const sh = spawnSync('sh', ['-n', '-c', r], { encoding: 'utf8' });
+    assert(sh.status === 0, `sh -n failed: ${sh.stderr}\n${r}`);
+    if (haveShellcheck) {
+      // ARGs are build-time environment; SC2016-style info is noise here.
+      const sc = spawnSync('shellcheck', ['-s', 'sh', '-S', 'warning', '-e', 'SC2154', '-'], { input: `${r}\n`, encoding: 'utf8' });
+      assert(sc.status === 0, `shellcheck:\n${sc.stdout}\n${r}`);
+    }
+  }
+});
+
+// ------------------------------------------------------------ the sysfs premise
+
+// The DaemonSet avoids hostNetwork because a bind mount of the host's /sys
+// keeps the host netns view of netns-tagged sysfs classes even inside another
+// netns. /sys/class/net is tagged the same way as /sys/class/infiniband, and
+// exists on every machine, so test the premise with it.
+check('premise: host /sys bind-mounted into a new netns keeps the host view; a fresh sysfs does not', () => {
+  if (process.getuid?.() !== 0) return { skip: 'needs root for unshare' };
+  const hostIfaces = fs.readdirSync('/sys/class/net').sort();
+  if (hostIfaces.length < 2) return { skip: 'host netns has only lo; nothing to tell apart' };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sysns-'));
+  const script = `set -e
+mkdir -p ${dir}/fresh ${dir}/bind
+mount -t sysfs sysfs ${dir}/fresh
+mount --rbind /sys ${dir}/bind
+mount -o remount,bind,ro ${dir}/bind
+echo "fresh=$(ls ${dir}/fresh/class/net | tr '\\n' ' ')"
+echo "bind=$(ls ${dir}/bind/class/net | tr '\\n' ' ')"`;
+  const r = spawnSync('unshare', ['--net', '--mount', '--propagation', 'private', 'sh', '-c', script], { encoding: 'utf8' });
+  fs.rmSync(dir, { recursive: true, force: true });
+  if (r.status !== 0) return { skip: `unshare not permitted here: ${r.stderr.trim().split('\n')[0]}` };
+  const get = (k) => (new RegExp(`^${k}=(.*)$`, 'm').exec(r.stdout)?.[1] ?? '').trim().split(/\s+/).filter(Boolean).sort();
+  assertEq(get('fresh'), ['lo'], 'fresh sysfs in the new netns');
+  assertEq(get('bind'), hostIfaces, 'bind mount of host /sys in the new netns');
+});
+
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed ? 1 : 0);
