@@ -1,0 +1,312 @@
+#include "agent/netns/rdma_netlink_mnl.h"
+
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/netlink.h>
+#include <linux/sockios.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/errors.h"
+
+#if __has_include(<rdma/rdma_netlink.h>)
+#include <rdma/rdma_netlink.h>
+#define FABRIC_HAVE_RDMA_NETLINK_H 1
+#endif
+
+namespace fabric::netns {
+namespace {
+
+#ifdef FABRIC_HAVE_RDMA_NETLINK_H
+constexpr int kNlNldev = RDMA_NL_NLDEV;
+constexpr int kCmdGet = RDMA_NLDEV_CMD_GET;
+constexpr int kCmdSet = RDMA_NLDEV_CMD_SET;
+constexpr int kCmdSysGet = RDMA_NLDEV_CMD_SYS_GET;
+constexpr int kAttrDevIndex = RDMA_NLDEV_ATTR_DEV_INDEX;
+constexpr int kAttrDevName = RDMA_NLDEV_ATTR_DEV_NAME;
+constexpr int kAttrNetNsFd = RDMA_NLDEV_NET_NS_FD;
+constexpr int kAttrSysNetnsMode = RDMA_NLDEV_SYS_ATTR_NETNS_MODE;
+constexpr int kAttrMax = RDMA_NLDEV_ATTR_MAX;
+#else
+// Linux UAPI include/uapi/rdma/rdma_netlink.h (stable ABI); the header is
+// missing from this build environment, so the values are spelled out.
+constexpr int kNlNldev = 5;
+constexpr int kCmdGet = 1;
+constexpr int kCmdSet = 2;
+constexpr int kCmdSysGet = 6;
+constexpr int kAttrDevIndex = 1;
+constexpr int kAttrDevName = 2;
+constexpr int kAttrNetNsFd = 68;
+constexpr int kAttrSysNetnsMode = 66;
+constexpr int kAttrMax = 128;
+#endif
+static_assert(kNlNldev == 5 && kCmdGet == 1 && kCmdSet == 2 && kCmdSysGet == 6);
+static_assert(kAttrDevIndex == 1 && kAttrDevName == 2 && kAttrNetNsFd == 68 &&
+              kAttrSysNetnsMode == 66);
+
+#ifndef NETLINK_RDMA
+#define NETLINK_RDMA 20
+#endif
+
+constexpr uint16_t NlType(int op) { return static_cast<uint16_t>((kNlNldev << 10) + op); }
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+struct MnlCloser {
+  void operator()(mnl_socket* s) const { mnl_socket_close(s); }
+};
+using MnlSocket = std::unique_ptr<mnl_socket, MnlCloser>;
+
+absl::Status WithHint(absl::Status s, absl::string_view hint) {
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (", hint, ")"));
+}
+
+absl::StatusOr<MnlSocket> OpenSocketHere() {
+  MnlSocket s(mnl_socket_open(NETLINK_RDMA));
+  if (!s) {
+    int err = errno;
+    absl::Status st = ErrnoError(err, "open", "NETLINK_RDMA socket");
+    if (err == EPROTONOSUPPORT) {
+      return WithHint(absl::UnavailableError(st.message()),
+                      "this kernel has no RDMA netlink: is ib_core loaded?");
+    }
+    return st;
+  }
+  if (mnl_socket_bind(s.get(), 0, MNL_SOCKET_AUTOPID) < 0) {
+    return ErrnoError(errno, "bind", "NETLINK_RDMA socket");
+  }
+  return s;
+}
+
+// A socket created inside netns `fd`: a short-lived thread enters the netns
+// (setns affects only the calling thread), creates the socket and exits.
+absl::StatusOr<MnlSocket> OpenSocketInFd(int fd, const std::string& what) {
+  absl::StatusOr<MnlSocket> result = absl::UnknownError("not run");
+  std::thread t([&] {
+    if (::setns(fd, CLONE_NEWNET) != 0) {
+      result = ErrnoError(errno, "enter netns", what);
+      return;
+    }
+    result = OpenSocketHere();
+  });
+  t.join();
+  return result;
+}
+
+absl::StatusOr<UniqueFd> OpenNetns(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError(errno, "open netns", path);
+  return fd;
+}
+
+absl::StatusOr<MnlSocket> OpenSocketIn(const std::string& netns_path) {
+  if (netns_path.empty()) return OpenSocketHere();
+  auto fd = OpenNetns(netns_path);
+  if (!fd.ok()) return fd.status();
+  return OpenSocketInFd(fd->get(), netns_path);
+}
+
+unsigned NextSeq() {
+  static std::atomic<unsigned> seq{static_cast<unsigned>(::time(nullptr))};
+  return seq++;
+}
+
+// Sends `nlh` and runs `cb` over every reply until the ack / NLMSG_DONE. On a
+// kernel error, errno is returned through `*err`.
+absl::Status Transact(mnl_socket* s, nlmsghdr* nlh, mnl_cb_t cb, void* data, int* err) {
+  *err = 0;
+  unsigned seq = nlh->nlmsg_seq = NextSeq();
+  unsigned portid = mnl_socket_get_portid(s);
+  if (mnl_socket_sendto(s, nlh, nlh->nlmsg_len) < 0) {
+    *err = errno;
+    return absl::OkStatus();
+  }
+  std::vector<char> buf(64 * 1024);
+  int ret;
+  do {
+    ssize_t n = mnl_socket_recvfrom(s, buf.data(), buf.size());
+    if (n < 0) {
+      *err = errno;
+      return absl::OkStatus();
+    }
+    ret = mnl_cb_run(buf.data(), n, seq, portid, cb, data);
+  } while (ret > MNL_CB_STOP);
+  if (ret < 0) *err = errno;
+  return absl::OkStatus();
+}
+
+struct Attrs {
+  const nlattr* tb[kAttrMax + 1] = {};
+};
+
+int CollectAttr(const nlattr* attr, void* data) {
+  auto* attrs = static_cast<Attrs*>(data);
+  int type = mnl_attr_get_type(attr);
+  if (type < 0 || type > kAttrMax) return MNL_CB_OK;  // newer kernel attribute
+  if (type == kAttrDevIndex && mnl_attr_validate(attr, MNL_TYPE_U32) < 0) return MNL_CB_ERROR;
+  if (type == kAttrDevName && mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0) {
+    return MNL_CB_ERROR;
+  }
+  if (type == kAttrSysNetnsMode && mnl_attr_validate(attr, MNL_TYPE_U8) < 0) return MNL_CB_ERROR;
+  attrs->tb[type] = attr;
+  return MNL_CB_OK;
+}
+
+int OnDevice(const nlmsghdr* nlh, void* data) {
+  Attrs a;
+  if (mnl_attr_parse(nlh, 0, CollectAttr, &a) != MNL_CB_OK) return MNL_CB_ERROR;
+  if (!a.tb[kAttrDevIndex] || !a.tb[kAttrDevName]) return MNL_CB_OK;
+  static_cast<std::vector<RdmaLink>*>(data)->push_back(
+      RdmaLink{mnl_attr_get_u32(a.tb[kAttrDevIndex]), mnl_attr_get_str(a.tb[kAttrDevName])});
+  return MNL_CB_OK;
+}
+
+struct ModeReply {
+  bool seen = false;
+  uint8_t mode = 1;
+};
+
+int OnSys(const nlmsghdr* nlh, void* data) {
+  Attrs a;
+  if (mnl_attr_parse(nlh, 0, CollectAttr, &a) != MNL_CB_OK) return MNL_CB_ERROR;
+  auto* reply = static_cast<ModeReply*>(data);
+  if (a.tb[kAttrSysNetnsMode]) {
+    reply->seen = true;
+    reply->mode = mnl_attr_get_u8(a.tb[kAttrSysNetnsMode]);
+  }
+  return MNL_CB_OK;
+}
+
+absl::StatusOr<std::vector<RdmaLink>> Dump(mnl_socket* s, const std::string& where) {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = NlType(kCmdGet);
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP;
+  std::vector<RdmaLink> links;
+  int err;
+  auto st = Transact(s, nlh, OnDevice, &links, &err);
+  if (!st.ok()) return st;
+  if (err != 0) return ErrnoError(err, "list RDMA devices in netns", where);
+  return links;
+}
+
+std::string NetnsLabel(const std::string& path) { return path.empty() ? "host" : path; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MnlRdmaNetlink>> MnlRdmaNetlink::Create() {
+  UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (sock.get() < 0) return ErrnoError(errno, "socket", "AF_UNIX");
+  int ns = ::ioctl(sock.get(), SIOCGSKNS);
+  if (ns < 0) {
+    return WithHint(ErrnoError(errno, "get own netns", "(SIOCGSKNS)"),
+                    "needs CAP_NET_ADMIN and Linux >= 4.9");
+  }
+  ::fcntl(ns, F_SETFD, FD_CLOEXEC);
+  return std::unique_ptr<MnlRdmaNetlink>(new MnlRdmaNetlink(ns));
+}
+
+MnlRdmaNetlink::~MnlRdmaNetlink() {
+  if (host_netns_fd_ >= 0) ::close(host_netns_fd_);
+}
+
+absl::StatusOr<NetnsMode> MnlRdmaNetlink::GetNetnsMode() {
+  auto s = OpenSocketHere();
+  if (!s.ok()) return s.status();
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = NlType(kCmdSysGet);
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  ModeReply reply;
+  int err;
+  auto st = Transact(s->get(), nlh, OnSys, &reply, &err);
+  if (!st.ok()) return st;
+  if (err != 0) return ErrnoError(err, "rdma system get", "(netns mode)");
+  // Kernels before 5.3 have no attribute and no exclusive mode.
+  if (!reply.seen) return NetnsMode::kShared;
+  return reply.mode == 0 ? NetnsMode::kExclusive : NetnsMode::kShared;
+}
+
+absl::StatusOr<std::vector<RdmaLink>> MnlRdmaNetlink::ListDevices(const std::string& netns_path) {
+  auto s = OpenSocketIn(netns_path);
+  if (!s.ok()) return s.status();
+  return Dump(s->get(), NetnsLabel(netns_path));
+}
+
+absl::Status MnlRdmaNetlink::MoveDevice(const std::string& device, const std::string& from_netns,
+                                        const std::string& to_netns) {
+  std::string what = absl::StrCat("move RDMA device ", device, " from netns ",
+                                  NetnsLabel(from_netns), " to netns");
+  auto s = OpenSocketIn(from_netns);
+  if (!s.ok()) return WithHint(s.status(), what + " " + NetnsLabel(to_netns));
+  auto links = Dump(s->get(), NetnsLabel(from_netns));
+  if (!links.ok()) return links.status();
+  const RdmaLink* link = nullptr;
+  for (const auto& l : *links) {
+    if (l.name == device) link = &l;
+  }
+  if (!link) {
+    return absl::NotFoundError(
+        absl::StrCat("RDMA device ", device, " is not in netns ", NetnsLabel(from_netns)));
+  }
+  UniqueFd target_fd;
+  int target = host_netns_fd_;
+  if (!to_netns.empty()) {
+    auto fd = OpenNetns(to_netns);
+    if (!fd.ok()) return fd.status();
+    target_fd = std::move(*fd);
+    target = target_fd.get();
+  }
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = NlType(kCmdSet);
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  mnl_attr_put_u32(nlh, kAttrDevIndex, link->index);
+  mnl_attr_put_u32(nlh, kAttrNetNsFd, static_cast<uint32_t>(target));
+  int err;
+  auto st = Transact(s->get(), nlh, nullptr, nullptr, &err);
+  if (!st.ok()) return st;
+  if (err == 0) return absl::OkStatus();
+  absl::Status e = ErrnoError(err, what, NetnsLabel(to_netns));
+  switch (err) {
+    case EOPNOTSUPP:
+      return WithHint(absl::UnimplementedError(e.message()),
+                      "the kernel refused: the driver cannot change netns (e.g. EFA), or the "
+                      "RDMA subsystem is in shared mode; see `rdma system`");
+    case EBUSY:
+      return WithHint(e, "device busy; retry");
+    case EPERM:
+      return WithHint(e, "needs CAP_NET_ADMIN over the target netns");
+    default:
+      return e;
+  }
+}
+
+}  // namespace fabric::netns
