@@ -551,6 +551,45 @@ check('Dockerfile: every RUN is valid POSIX sh (sh -n, shellcheck if present)', 
   }
 });
 
+// docker build cannot run here, but the build stage's post-compile steps
+// (collect binaries, static gate for host binaries, runtime packages from ldd)
+// are plain shell: run them on a real build tree (FABRIC_BINARY_DIR, which
+// ctest sets) with /build and /out redirected.
+check('Dockerfile: collect / static-gate / runtime-package steps work on a real build tree', () => {
+  const bin = process.env.FABRIC_BINARY_DIR;
+  if (!bin || !fs.existsSync(bin)) return { skip: 'FABRIC_BINARY_DIR not set (ctest sets it)' };
+  const find = (name) => spawnSync('find', [bin, '-type', 'f', '-name', name, '-perm', '-u+x'], { encoding: 'utf8' }).stdout.trim();
+  const image = ['fabric-agent', 'fabricctl'].filter(find);
+  const host = ['fabric-cni', 'fabric-memlock-hook'].filter(find);
+  if (!image.length || !host.length) return { skip: `build tree lacks binaries (image: ${image}, host: ${host})` };
+  const runs = logical.filter((l) => /^RUN\s/.test(l) && /\/out\//.test(l)).map((l) => l.replace(/^RUN\s+/, ''));
+  assert(runs.length === 3, `expected 3 post-build RUN steps, found ${runs.length}`);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'dockerfile-steps-'));
+  try {
+    fs.symlinkSync(path.resolve(bin), path.join(tmp, 'build'));
+    const env = {
+      ...process.env,
+      IMAGE_BINARIES: image.join(' '),
+      HOST_BINARIES: host.join(' '),
+      REQUIRE_STATIC_HOST_BINARIES: '1',
+    };
+    for (const r of runs) {
+      // find does not descend into a symlinked start point without -L.
+      const cmd = r.replace(/(^|[\s"])\/build\b/g, `$1${tmp}/build/`).replace(/(^|[\s"])\/out\b/g, `$1${tmp}/out`);
+      const res = spawnSync('sh', ['-c', cmd], { encoding: 'utf8', env });
+      assert(res.status === 0, `step failed (${res.status}): ${res.stderr}\n${cmd}`);
+    }
+    for (const b of image) assert(fs.existsSync(path.join(tmp, 'out/bin', b)), `${b} not collected`);
+    for (const b of host) assert(fs.existsSync(path.join(tmp, 'out/host', b)), `${b} not collected`);
+    const pkgs = fs.readFileSync(path.join(tmp, 'out/runtime-packages.txt'), 'utf8').split('\n').filter(Boolean);
+    assert(pkgs.includes('libc6') && pkgs.includes('libstdc++6'), `runtime packages look wrong: ${pkgs}`);
+    assert(!pkgs.some((p) => p.endsWith('-dev')), `runtime packages include -dev: ${pkgs}`);
+    console.log(`       runtime packages: ${pkgs.join(' ')}`);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 // ------------------------------------------------------------ the sysfs premise
 
 // The DaemonSet avoids hostNetwork because a bind mount of the host's /sys
