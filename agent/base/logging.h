@@ -10,6 +10,18 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/string_view.h"
+
+// Debian 12's absl::string_view is its own type (not std::string_view); let
+// fmt print it (e.g. absl::Status::message()).
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
+  template <typename FormatContext>
+  auto format(absl::string_view s, FormatContext& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(s.data(), s.size()), ctx);
+  }
+};
+
 namespace fabric {
 
 enum class Component {

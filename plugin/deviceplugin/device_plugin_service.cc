@@ -1,0 +1,200 @@
+#include "plugin/deviceplugin/device_plugin_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/logging.h"
+#include "plugin/deviceplugin/allocation.h"
+
+namespace fabric {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  grpc::StatusCode code;
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
+    case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
+    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
+    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
+    default: code = grpc::StatusCode::INTERNAL; break;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(std::move(s));
+  return r;
+}
+
+// One open ListAndWatch stream. Only the newest device list matters, so a list
+// that arrives while a write is in flight replaces any older pending one.
+class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>,
+                                  public DeviceListSubscriber {
+ public:
+  explicit ListAndWatchReactor(std::shared_ptr<PoolState> pool) : pool_(std::move(pool)) {
+    auto first = pool_->Subscribe(this);
+    Push(first);
+  }
+
+  void Push(std::shared_ptr<const v1beta1::ListAndWatchResponse> msg) override {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_ = std::move(msg);
+    if (!writing_) StartNextLocked();
+  }
+
+  void Close() override {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!writing_) FinishLocked(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    in_flight_.reset();
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (closing_) {
+      FinishLocked(grpc::Status::OK);
+    } else if (pending_) {
+      StartNextLocked();
+    }
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+    else closing_ = true;
+  }
+
+  void OnDone() override {
+    pool_->Unsubscribe(this);
+    delete this;
+  }
+
+ private:
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    in_flight_ = std::move(pending_);
+    pending_.reset();
+    writing_ = true;
+    pool_->stats().list_and_watch_messages++;
+    StartWrite(in_flight_.get());
+  }
+
+  void FinishLocked(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(std::move(s));
+  }
+
+  std::shared_ptr<PoolState> pool_;
+  absl::Mutex mu_;
+  std::shared_ptr<const v1beta1::ListAndWatchResponse> pending_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const v1beta1::ListAndWatchResponse> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* DevicePluginService::GetDevicePluginOptions(
+    grpc::CallbackServerContext* ctx, const v1beta1::Empty*, v1beta1::DevicePluginOptions* resp) {
+  resp->set_pre_start_required(false);
+  resp->set_get_preferred_allocation_available(true);
+  return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::ListAndWatch(
+    grpc::CallbackServerContext*, const v1beta1::Empty*) {
+  LogInfo(Component::kPlugin, "{}: ListAndWatch stream opened", pool_->resource());
+  return new ListAndWatchReactor(pool_);
+}
+
+grpc::ServerUnaryReactor* DevicePluginService::GetPreferredAllocation(
+    grpc::CallbackServerContext* ctx, const v1beta1::PreferredAllocationRequest* req,
+    v1beta1::PreferredAllocationResponse* resp) {
+  pool_->stats().preferred_calls++;
+  auto snap = pool_->snapshot();
+  for (const auto& creq : req->container_requests()) {
+    std::vector<std::string> available(creq.available_deviceids().begin(),
+                                       creq.available_deviceids().end());
+    std::vector<std::string> must(creq.must_include_deviceids().begin(),
+                                  creq.must_include_deviceids().end());
+    auto ids = PreferredAllocation(*snap, available, must, creq.allocation_size());
+    auto* out = resp->add_container_responses();
+    for (auto& id : ids) out->add_deviceids(std::move(id));
+  }
+  return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerContext* ctx,
+                                                       const v1beta1::AllocateRequest* req,
+                                                       v1beta1::AllocateResponse* resp) {
+  const auto start = std::chrono::steady_clock::now();
+  pool_->stats().allocate_calls++;
+  auto snap = pool_->snapshot();
+  grpc::Status status = grpc::Status::OK;
+  if (req->container_requests().empty()) {
+    status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat(snap->resource, ": no container requests"));
+  }
+  for (const auto& creq : req->container_requests()) {
+    auto c = AllocateContainer(*snap, creq);
+    if (!c.ok()) {
+      status = ToGrpc(c.status());
+      break;
+    }
+    *resp->add_container_responses() = std::move(*c);
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!status.ok()) {
+    pool_->stats().allocate_errors++;
+    resp->Clear();
+    LogWarn(Component::kPlugin, "Allocate refused: {}", status.error_message());
+  } else {
+    std::string ids;
+    for (const auto& c : req->container_requests()) {
+      for (const auto& id : c.devices_ids()) ids += (ids.empty() ? "" : ",") + id;
+    }
+    LogInfo(Component::kPlugin, "{}: allocated {}", snap->resource, ids);
+  }
+  if (allocate_observer_) allocate_observer_(snap->resource, secs, status.ok());
+  return Done(ctx, std::move(status));
+}
+
+grpc::ServerUnaryReactor* DevicePluginService::PreStartContainer(
+    grpc::CallbackServerContext* ctx, const v1beta1::PreStartContainerRequest*,
+    v1beta1::PreStartContainerResponse*) {
+  return Done(ctx, grpc::Status::OK);  // not required (pre_start_required = false)
+}
+
+grpc::ServerUnaryReactor* WatcherRegistrationService::GetInfo(
+    grpc::CallbackServerContext* ctx, const pluginregistration::InfoRequest*,
+    pluginregistration::PluginInfo* resp) {
+  resp->set_type("DevicePlugin");
+  resp->set_name(resource_);
+  resp->set_endpoint(endpoint_);
+  resp->add_supported_versions("v1beta1");
+  return Done(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* WatcherRegistrationService::NotifyRegistrationStatus(
+    grpc::CallbackServerContext* ctx, const pluginregistration::RegistrationStatus* req,
+    pluginregistration::RegistrationStatusResponse*) {
+  if (req->plugin_registered()) {
+    LogInfo(Component::kRegistration, "{}: registered through the plugin watcher", resource_);
+  } else {
+    LogError(Component::kRegistration, "{}: plugin watcher refused registration: {}", resource_,
+             req->error());
+  }
+  if (on_status_) on_status_(req->plugin_registered(), req->error());
+  return Done(ctx, grpc::Status::OK);
+}
+
+}  // namespace fabric
