@@ -72,7 +72,7 @@ const BASE_HOST_PATHS = new Set([
   `${KUBELET}/device-plugins`, `${KUBELET}/plugins_registry`, `${KUBELET}/pod-resources`,
   '/sys', '/var/run/cdi', '/opt/fabric/bin',
 ]);
-const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d']);
+const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d', '/var/lib/fabric-agent']);
 const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
 
