@@ -1,0 +1,74 @@
+#!/bin/bash
+# 03-grant: the device-cgroup grant is what makes the RDMA device usable.
+# (a) a runc container with device rules for exactly the granted nodes opens
+#     uverbs and `fi_info -p verbs` lists rxe0;
+# (b) a container that sees uverbs through a bind mount but has no cgroup rule
+#     gets EPERM, and `fabricctl check` there says not-granted, exit != 0.
+# The grant comes from 02-register-allocate's Allocate answer when that ran;
+# otherwise from sysfs (the answer the agent should give), noted in the result.
+# shellcheck source=../lib/case-lib.sh
+source "$E2E_LIB/case-lib.sh"
+command -v runc >/dev/null || skip "runc not installed"
+read -r uverbs kdev < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
+GRANT=$E2E_OUTDIR/cases/02-register-allocate/grant.txt
+notes=()
+if [[ -s $GRANT ]]; then
+  mapfile -t nodes < "$GRANT"
+  log "grant from the Allocate answer: ${nodes[*]}"
+else
+  nodes=("/dev/infiniband/$uverbs" /dev/infiniband/rdma_cm)
+  notes+=("grant from sysfs, no Allocate answer yet")
+  log "grant from sysfs: ${nodes[*]}"
+fi
+devs='[]' rules='[{"allow":false,"access":"rwm"}]'
+for n in "${nodes[@]}"; do
+  [[ -c $n ]] || fail "granted node $n is not a char device in the VM"
+  IFS=: read -r maj min < <(devnode_numbers "$n")
+  devs=$(jq -c --arg p "$n" --argjson M "$maj" --argjson m "$min" \
+    '. + [{path:$p,type:"c",major:$M,minor:$m,fileMode:438,uid:0,gid:0}]' <<<"$devs")
+  rules=$(jq -c --argjson M "$maj" --argjson m "$min" \
+    '. + [{allow:true,type:"c",major:$M,minor:$m,access:"rw"}]' <<<"$rules")
+done
+B=$TMP/bundle
+make_bundle "$B" || fail "runc spec failed"
+
+# (a) granted
+script="exec 3<>/dev/infiniband/$uverbs && echo UVERBS_OPEN_OK; exec 3>&-; fi_info -p verbs"
+out=$(runc_run "$B" e2e-granted '.process.args=["/bin/sh","-c",$s] | .linux.devices=$d | .linux.resources.devices=$r' \
+  --arg s "$script" --argjson d "$devs" --argjson r "$rules" 2>&1)
+rc=$?
+echo "== granted container (exit $rc)"; echo "$out"
+grep -q UVERBS_OPEN_OK <<<"$out" || fail "granted container cannot open /dev/infiniband/$uverbs: $(head -n 2 <<<"$out" | tr '\n' ' ')"
+grep -qE "domain: +$IBDEV\b" <<<"$out" || fail "fi_info -p verbs in the granted container does not list $IBDEV (exit $rc)"
+
+# (b) bind mount, no cgroup rule
+nogrant='.process.args=["/bin/sh","-c",$s] | .linux.devices=[] | .linux.resources.devices=[{"allow":false,"access":"rwm"}]
+  | .mounts += [{destination:$n, type:"bind", source:$n, options:["bind"]}]'
+out=$(runc_run "$B" e2e-bind "$nogrant" --arg n "/dev/infiniband/$uverbs" \
+  --arg s "test -c /dev/infiniband/$uverbs && echo NODE_VISIBLE; exec 3<>/dev/infiniband/$uverbs && echo UVERBS_OPEN_OK" 2>&1)
+echo "== bind-mounted, not granted"; echo "$out"
+grep -q NODE_VISIBLE <<<"$out" || fail "bind-mounted node not visible in the container: $out"
+! grep -q UVERBS_OPEN_OK <<<"$out" || fail "uverbs opened WITHOUT a cgroup grant"
+grep -q 'Operation not permitted' <<<"$out" || fail "open without grant: want EPERM, got: $(tr '\n' ' ' <<<"$out")"
+
+if [[ -x $FABRICCTL ]]; then
+  out=$(runc_run "$B" e2e-check "$nogrant" --arg n "/dev/infiniband/$uverbs" \
+    --arg s "$FABRICCTL check -o json; echo FABRICCTL_EXIT=\$?" 2>&1)
+  echo "== fabricctl check, not granted"; echo "$out"
+  ex=$(grep -oE 'FABRICCTL_EXIT=[0-9]+' <<<"$out" | cut -d= -f2)
+  json=$(sed '/FABRICCTL_EXIT=/d' <<<"$out")
+  verdict=$(jq -r '.verdict // .findings[0].verdict // empty' <<<"$json" 2>/dev/null)
+  [[ $verdict == not-granted ]] || fail "fabricctl check verdict '$verdict', want not-granted"
+  [[ -n $ex && $ex != 0 ]] || fail "fabricctl check exit '$ex', want non-zero"
+  # And in the granted container it must not say not-granted.
+  out=$(runc_run "$B" e2e-check-ok '.process.args=["/bin/sh","-c",$s] | .linux.devices=$d | .linux.resources.devices=$r' \
+    --arg s "$FABRICCTL check -o json; echo FABRICCTL_EXIT=\$?" --argjson d "$devs" --argjson r "$rules" 2>&1)
+  echo "== fabricctl check, granted"; echo "$out"
+  gverdict=$(sed '/FABRICCTL_EXIT=/d' <<<"$out" | jq -r '.verdict // .findings[0].verdict // empty' 2>/dev/null)
+  [[ -n $gverdict && $gverdict != not-granted && $gverdict != open-failed ]] ||
+    fail "fabricctl check in the granted container: verdict '$gverdict'"
+  notes+=("fabricctl check: not-granted / $gverdict")
+else
+  notes+=("fabricctl not built yet, check verdict untested")
+fi
+pass "${notes[*]:+$(IFS=';'; echo "${notes[*]}")}"
