@@ -1,0 +1,73 @@
+// CniService: the agent side of fabric-cni. For each CNI command forwarded
+// by the plugin it finds the Pod's fabric devices (PodResources), and in
+// exclusive RDMA netns mode moves the exclusively allocated ones into the Pod
+// netns and back; in shared mode it records the Pod<->device attribution and
+// changes nothing. EFA devices and shared tokens are never moved: that is
+// reported (log, returned warning, state), not silently skipped.
+//
+// DEL never fails for a Pod that is already gone: if the Pod netns no longer
+// exists and a moved device is not yet back in the host netns (the kernel
+// returns it when the netns is destroyed), DEL succeeds, the record is kept
+// with release_pending, and GC finishes the job.
+#ifndef FABRIC_AGENT_CNI_SERVICE_CNI_SERVICE_H_
+#define FABRIC_AGENT_CNI_SERVICE_CNI_SERVICE_H_
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/base/host_paths.h"
+#include "agent/cni_service/attachment_store.h"
+#include "agent/cni_service/device_resolver.h"
+#include "agent/netns/rdma_netlink.h"
+#include "agent/podresources/pod_devices.h"
+#include "fabric/agent/v1/agent.pb.h"
+
+namespace fabric::cni_service {
+
+namespace agentpb = ::fabric::agent::v1;
+
+class CniService {
+ public:
+  // State lives in <paths.state_dir>/cni. All pointers are borrowed and must
+  // outlive the service.
+  CniService(const HostPaths& paths, podresources::PodResourcesSource* pod_resources,
+             const DeviceResolver* resolver, netns::RdmaNetlink* rdma);
+
+  // Errors carry absl codes the plugin maps to CNI codes: kInvalidArgument
+  // (bad request), kUnavailable (kubelet/netlink unreachable: try again),
+  // kFailedPrecondition (a device could not be moved / CHECK mismatch).
+  absl::StatusOr<agentpb::CniResponse> Add(const agentpb::CniRequest& req);
+  absl::StatusOr<agentpb::CniResponse> Del(const agentpb::CniRequest& req);
+  absl::StatusOr<agentpb::CniResponse> Check(const agentpb::CniRequest& req);
+  absl::StatusOr<agentpb::GcResponse> Gc(const agentpb::GcRequest& req);
+  agentpb::StatusResponse Status();
+
+  // The current attribution (for metrics labels, fabricctl, debugging).
+  absl::StatusOr<std::vector<AttachmentRecord>> Attachments() const;
+
+ private:
+  struct Plan {
+    std::vector<AttachedDevice> devices;
+    std::vector<std::string> warnings;
+    netns::NetnsMode mode = netns::NetnsMode::kShared;
+  };
+  // What ADD does for this Pod (no side effects).
+  absl::StatusOr<Plan> PlanFor(const std::string& ns, const std::string& pod);
+  // Moves every kMoved device of `rec` back to the host netns. Returns true
+  // if all are confirmed back; false if some could not be confirmed yet
+  // because the Pod netns is gone; an error if a move back failed.
+  absl::StatusOr<bool> Release(const AttachmentRecord& rec, std::vector<std::string>* warnings);
+  bool InHost(const std::string& device);
+
+  std::mutex mu_;  // one CNI operation at a time
+  podresources::PodResourcesSource* pod_resources_;
+  const DeviceResolver* resolver_;
+  netns::RdmaNetlink* rdma_;
+  AttachmentStore store_;
+};
+
+}  // namespace fabric::cni_service
+
+#endif  // FABRIC_AGENT_CNI_SERVICE_CNI_SERVICE_H_

@@ -1,0 +1,300 @@
+#include "agent/cni_service/cni_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "agent/base/file_util.h"
+#include "agent/netns/fake_rdma_netlink.h"
+#include "test/testing/status_matchers.h"
+
+namespace fabric::cni_service {
+namespace {
+
+using netns::FakeRdmaNetlink;
+using netns::NetnsMode;
+using podresources::PodDevices;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class FakePodResources : public podresources::PodResourcesSource {
+ public:
+  absl::StatusOr<std::vector<PodDevices>> GetPodDevices(const std::string& ns,
+                                                        const std::string& pod) override {
+    if (!error.ok()) return error;
+    std::vector<PodDevices> out;
+    for (const auto& d : devices) {
+      if (d.ns == ns && d.pod == pod) out.push_back(d);
+    }
+    if (out.empty() && !known.count(ns + "/" + pod)) return absl::NotFoundError("pod not found");
+    return out;
+  }
+  absl::StatusOr<std::vector<PodDevices>> ListPodDevices() override { return devices; }
+
+  std::vector<PodDevices> devices;
+  std::set<std::string> known;
+  absl::Status error;
+};
+
+class MapResolver : public DeviceResolver {
+ public:
+  std::optional<GrantedDevice> Resolve(const std::string& resource,
+                                       const std::string& device_id) const override {
+    auto it = devices.find({resource, device_id});
+    if (it == devices.end()) return std::nullopt;
+    return it->second;
+  }
+  void Add(GrantedDevice d) { devices[{d.resource, d.device_id}] = d; }
+  std::map<std::pair<std::string, std::string>, GrantedDevice> devices;
+};
+
+class CniServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cnisvcXXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    paths_.state_dir = dir_ + "/state";
+    netns_a_ = MakeNetns("pod-a");
+    netns_b_ = MakeNetns("pod-b");
+    for (const char* d : {"mlx5_0", "mlx5_1", "efa0", "rxe0"}) rdma_.AddDevice(d);
+    rdma_.RefuseMoves("efa0");
+    resolver_.Add({"fabric.io/rdma", "0000:01:00.0", "mlx5_0", true, false});
+    resolver_.Add({"fabric.io/rdma", "0000:01:00.1", "mlx5_1", true, false});
+    resolver_.Add({"fabric.io/efa", "efa0", "efa0", true, true});
+    resolver_.Add({"fabric.io/rdma-shared", "rxe0-3", "rxe0", false, false});
+    pods_.devices = {
+        {"ns", "pod-a", "main", "fabric.io/rdma", {"0000:01:00.0"}},
+        {"ns", "pod-a", "main", "nvidia.com/gpu", {"GPU-1"}},  // not ours
+        {"ns", "pod-b", "main", "fabric.io/rdma", {"0000:01:00.1"}},
+        {"ns", "pod-efa", "main", "fabric.io/efa", {"efa0"}},
+        {"ns", "pod-efa", "side", "fabric.io/rdma-shared", {"rxe0-3"}},
+    };
+    pods_.known = {"ns/plain"};
+    service_ = std::make_unique<CniService>(paths_, &pods_, &resolver_, &rdma_);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  // A stand-in netns path: the service only needs it to exist.
+  std::string MakeNetns(const std::string& name) {
+    std::string p = dir_ + "/netns-" + name;
+    std::ofstream(p) << "";
+    return p;
+  }
+
+  agentpb::CniRequest Req(const std::string& pod, const std::string& netns,
+                          const std::string& cid = "") {
+    agentpb::CniRequest r;
+    r.set_container_id(cid.empty() ? "cid-" + pod : cid);
+    r.set_netns(netns);
+    r.set_ifname("eth0");
+    r.set_pod_namespace("ns");
+    r.set_pod_name(pod);
+    r.set_network_name("fabric-net");
+    r.set_cni_version("1.0.0");
+    return r;
+  }
+
+  size_t StateFiles() {
+    auto names = ListDir(paths_.state_dir + "/cni");
+    return names.ok() ? names->size() : 0;
+  }
+
+  std::string dir_, netns_a_, netns_b_;
+  HostPaths paths_;
+  FakePodResources pods_;
+  MapResolver resolver_;
+  FakeRdmaNetlink rdma_;
+  std::unique_ptr<CniService> service_;
+};
+
+TEST_F(CniServiceTest, SharedModeRecordsAttributionAndChangesNothing) {
+  auto resp = service_->Add(Req("pod-a", netns_a_));
+  ASSERT_OK(resp.status());
+  ASSERT_EQ(resp->devices_size(), 1);
+  EXPECT_EQ(resp->devices(0).rdma_device(), "mlx5_0");
+  EXPECT_EQ(resp->devices(0).action(), agentpb::DeviceAttachment::ATTRIBUTED);
+  EXPECT_EQ(resp->netns_mode(), "shared");
+  EXPECT_TRUE(rdma_.moves().empty());
+  EXPECT_EQ(StateFiles(), 1u);
+  auto all = service_->Attachments();
+  ASSERT_OK(all.status());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].pod_name, "pod-a");
+  ASSERT_OK(service_->Del(Req("pod-a", netns_a_)).status());
+  EXPECT_EQ(StateFiles(), 0u);
+}
+
+TEST_F(CniServiceTest, ExclusiveModeMovesDeviceAndRecordsIt) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  auto resp = service_->Add(Req("pod-a", netns_a_));
+  ASSERT_OK(resp.status());
+  ASSERT_EQ(resp->devices_size(), 1);
+  EXPECT_EQ(resp->devices(0).action(), agentpb::DeviceAttachment::MOVED);
+  EXPECT_EQ(rdma_.Location("mlx5_0"), netns_a_);
+  EXPECT_EQ(rdma_.Location("mlx5_1"), "");  // other Pod's device untouched
+  auto rec = AttachmentStore(paths_.state_dir + "/cni").Load({"fabric-net", "cid-pod-a", "eth0"});
+  ASSERT_OK(rec.status());
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->netns, netns_a_);
+  EXPECT_EQ((*rec)->devices[0].action, DeviceAction::kMoved);
+  // A retried ADD is idempotent: no second move.
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  EXPECT_EQ(rdma_.moves().size(), 1u);
+  EXPECT_OK(service_->Check(Req("pod-a", netns_a_)).status());
+}
+
+TEST_F(CniServiceTest, EfaAndSharedTokensAreNotMovedButReported) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  auto resp = service_->Add(Req("pod-efa", netns_a_));
+  ASSERT_OK(resp.status());
+  ASSERT_EQ(resp->devices_size(), 2);
+  EXPECT_EQ(resp->devices(0).action(), agentpb::DeviceAttachment::NOT_MOVED_EFA);
+  EXPECT_EQ(resp->devices(1).action(), agentpb::DeviceAttachment::NOT_MOVED_SHARED_TOKEN);
+  ASSERT_EQ(resp->warnings_size(), 2);
+  EXPECT_THAT(resp->warnings(0), HasSubstr("efa0"));
+  EXPECT_THAT(resp->warnings(0), HasSubstr("shared mode"));
+  EXPECT_THAT(resp->warnings(1), HasSubstr("rxe0"));
+  EXPECT_TRUE(rdma_.moves().empty());
+  EXPECT_EQ(rdma_.Location("efa0"), "");
+  // ... and kept in the agent's state.
+  auto all = service_->Attachments();
+  ASSERT_OK(all.status());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].warnings.size(), 2u);
+  EXPECT_EQ((*all)[0].devices[0].action, DeviceAction::kNotMovedEfa);
+}
+
+TEST_F(CniServiceTest, KernelRefusalFailsAddNamingDeviceAndRollsBack) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  pods_.devices.push_back(
+      {"ns", "pod-two", "main", "fabric.io/rdma", {"0000:01:00.0", "0000:01:00.1"}});
+  rdma_.RefuseMoves("mlx5_1");
+  auto resp = service_->Add(Req("pod-two", netns_a_));
+  EXPECT_THAT(resp, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("mlx5_1"));
+  EXPECT_EQ(rdma_.Location("mlx5_0"), "");  // rolled back
+  EXPECT_EQ(StateFiles(), 0u);
+}
+
+TEST_F(CniServiceTest, DelMovesBackAndIsIdempotent) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  ASSERT_OK(service_->Del(Req("pod-a", netns_a_)).status());
+  EXPECT_EQ(rdma_.Location("mlx5_0"), "");
+  EXPECT_THAT(rdma_.moves().back(), (FakeRdmaNetlink::Move{"mlx5_0", netns_a_, ""}));
+  EXPECT_EQ(StateFiles(), 0u);
+  ASSERT_OK(service_->Del(Req("pod-a", netns_a_)).status());
+  ASSERT_OK(service_->Del(Req("never-added", "")).status());
+  EXPECT_EQ(rdma_.moves().size(), 2u);
+}
+
+TEST_F(CniServiceTest, DelSurvivesAgentRestart) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  service_ = std::make_unique<CniService>(paths_, &pods_, &resolver_, &rdma_);
+  ASSERT_OK(service_->Del(Req("pod-a", "")).status());  // CNI_NETNS may be empty on DEL
+  EXPECT_EQ(rdma_.Location("mlx5_0"), "");
+}
+
+TEST_F(CniServiceTest, DelForGonePodSucceedsAndGcFinishes) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  ::unlink(netns_a_.c_str());  // Pod netns gone, kernel has not returned the device yet
+  auto resp = service_->Del(Req("pod-a", ""));
+  ASSERT_OK(resp.status());
+  ASSERT_EQ(resp->warnings_size(), 1);
+  EXPECT_THAT(resp->warnings(0), HasSubstr("GC"));
+  EXPECT_EQ(StateFiles(), 1u);  // kept for GC
+  rdma_.DestroyNetns(netns_a_);
+  agentpb::GcRequest gc;
+  gc.set_network_name("fabric-net");
+  auto gc_resp = service_->Gc(gc);
+  ASSERT_OK(gc_resp.status());
+  EXPECT_EQ(gc_resp->released(), 1u);
+  EXPECT_EQ(StateFiles(), 0u);
+}
+
+TEST_F(CniServiceTest, GcReleasesOnlyStaleAttachmentsOfItsNetwork) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  ASSERT_OK(service_->Add(Req("pod-b", netns_b_)).status());
+  auto other = Req("pod-efa", netns_b_);
+  other.set_network_name("other-net");
+  ASSERT_OK(service_->Add(other).status());
+  agentpb::GcRequest gc;
+  gc.set_network_name("fabric-net");
+  auto* valid = gc.add_valid_attachments();
+  valid->set_container_id("cid-pod-a");
+  valid->set_ifname("eth0");
+  auto resp = service_->Gc(gc);
+  ASSERT_OK(resp.status());
+  EXPECT_EQ(resp->released(), 1u);
+  EXPECT_EQ(rdma_.Location("mlx5_0"), netns_a_);  // valid: untouched
+  EXPECT_EQ(rdma_.Location("mlx5_1"), "");        // stale: moved back
+  EXPECT_EQ(StateFiles(), 2u);                    // pod-a + other-net's record
+}
+
+TEST_F(CniServiceTest, CheckReportsDeviceNotWhereItShouldBe) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  ASSERT_OK(rdma_.MoveDevice("mlx5_0", netns_a_, ""));  // someone moved it back
+  auto resp = service_->Check(Req("pod-a", netns_a_));
+  EXPECT_THAT(resp, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("mlx5_0"));
+}
+
+TEST_F(CniServiceTest, CheckWithoutAddRecordFailsForMovablePod) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  EXPECT_THAT(service_->Check(Req("pod-a", netns_a_)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_OK(service_->Check(Req("plain", netns_a_)).status());
+}
+
+TEST_F(CniServiceTest, CheckNoticesModeSwitchedToShared) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  rdma_.SetMode(NetnsMode::kShared);
+  EXPECT_THAT(service_->Check(Req("pod-a", netns_a_)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(CniServiceTest, PodWithoutFabricDevicesPassesThrough) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  auto resp = service_->Add(Req("plain", netns_a_));
+  ASSERT_OK(resp.status());
+  EXPECT_EQ(resp->devices_size(), 0);
+  EXPECT_EQ(StateFiles(), 0u);
+  ASSERT_OK(service_->Add(Req("unknown-to-kubelet", netns_a_)).status());
+  EXPECT_EQ(StateFiles(), 0u);
+}
+
+TEST_F(CniServiceTest, NonKubernetesInvocationIsANoOpWithWarning) {
+  auto req = Req("pod-a", netns_a_);
+  req.clear_pod_name();
+  auto resp = service_->Add(req);
+  ASSERT_OK(resp.status());
+  EXPECT_EQ(resp->warnings_size(), 1);
+  EXPECT_EQ(StateFiles(), 0u);
+}
+
+TEST_F(CniServiceTest, KubeletUnreachableIsUnavailable) {
+  pods_.error = absl::UnavailableError("connect: no such file");
+  auto resp = service_->Add(Req("pod-a", netns_a_));
+  EXPECT_THAT(resp, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("PodResources"));
+}
+
+TEST_F(CniServiceTest, StatusIsReadyAndNamesMode) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  auto s = service_->Status();
+  EXPECT_TRUE(s.ready());
+  EXPECT_THAT(s.message(), HasSubstr("exclusive"));
+}
+
+}  // namespace
+}  // namespace fabric::cni_service
