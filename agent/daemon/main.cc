@@ -1,0 +1,65 @@
+// fabric-agent: serves the node's EFA/RDMA devices to the kubelet.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "agent/base/file_util.h"
+#include "agent/base/logging.h"
+#include "agent/daemon/agent_runner.h"
+
+ABSL_FLAG(std::string, config, "", "Pool configuration file (YAML or JSON); empty: built-in defaults");
+ABSL_FLAG(std::string, sysfs_root, "/sys", "Where the host's sysfs is mounted");
+ABSL_FLAG(std::string, dev_root, "/dev", "Where the host's /dev is visible (optional)");
+ABSL_FLAG(std::string, kubelet_root, "/var/lib/kubelet", "The kubelet's root directory");
+ABSL_FLAG(std::string, registration, "auto", "auto|kubelet|watcher");
+ABSL_FLAG(std::string, metrics_address, "", "HTTP listen address for /metrics, /healthz, /readyz (e.g. 0.0.0.0:9435)");
+ABSL_FLAG(std::string, cdi_dir, "/var/run/cdi", "Directory for CDI spec files");
+ABSL_FLAG(std::string, state_dir, "/var/lib/fabric-agent", "Directory for durable agent state");
+ABSL_FLAG(std::string, log_level, "info", "debug|info|warn|error");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fabric-agent: discovers EFA/RDMA devices and serves them to the kubelet.\n"
+      "Usage: fabric-agent [--config FILE] [--sysfs-root DIR] [--dev-root DIR] "
+      "[--kubelet-root DIR] [--registration auto|kubelet|watcher] [--metrics-address HOST:PORT]");
+  // Accept the documented dash spelling (--sysfs-root) as well as absl's underscores.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> fixed;
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {
+      size_t end = a.find('=');
+      for (size_t i = 2; i < (end == std::string::npos ? a.size() : end); ++i) {
+        if (a[i] == '-') a[i] = '_';
+      }
+    }
+    fixed.push_back(a.data());
+  }
+  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+
+  fabric::LogLevel level;
+  if (!fabric::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    std::fprintf(stderr, "fabric-agent: --log-level: '%s' is not debug, info, warn or error\n",
+                 absl::GetFlag(FLAGS_log_level).c_str());
+    return 2;
+  }
+  fabric::SetLogLevel(level);
+
+  fabric::AgentOptions opts;
+  opts.config_path = absl::GetFlag(FLAGS_config);
+  opts.paths.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
+  opts.paths.dev_root = absl::GetFlag(FLAGS_dev_root);
+  opts.paths.kubelet_root = absl::GetFlag(FLAGS_kubelet_root);
+  opts.paths.cdi_dir = absl::GetFlag(FLAGS_cdi_dir);
+  opts.paths.state_dir = absl::GetFlag(FLAGS_state_dir);
+  opts.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  if (!fabric::ParseRegistrationMode(absl::GetFlag(FLAGS_registration), &opts.registration)) {
+    std::fprintf(stderr, "fabric-agent: --registration: '%s' is not auto, kubelet or watcher\n",
+                 absl::GetFlag(FLAGS_registration).c_str());
+    return 2;
+  }
+  return fabric::RunAgent(opts);
+}

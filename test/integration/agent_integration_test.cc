@@ -1,0 +1,335 @@
+// The agent end to end over real unix sockets against the kubelet simulator:
+// registration (both paths), device lists, allocation, kubelet restarts.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "agent/base/file_util.h"
+#include "agent/daemon/agent.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/fake_sysfs.h"
+#include "test/testing/status_matchers.h"
+#include "tools/kubelet-sim/kubelet_sim.h"
+
+namespace fabric {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kEfa[] = "vpc.amazonaws.com/efa";
+constexpr char kRdma[] = "device.gpustack.ai/rdma";
+constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
+constexpr char kPartitioned[] = "device.gpustack.ai/rdma.partitioned";
+
+std::string TestData() {
+  const char* td = std::getenv("FABRIC_TESTDATA");
+  return td ? td : "test/testdata";
+}
+
+// A short temp dir (unix socket paths are limited to 108 bytes).
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/fab-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+AgentOptions SampleNodeOptions(const std::string& node, const std::string& kubelet_root) {
+  AgentOptions o;
+  o.paths.sysfs_root = TestData() + "/nodes/" + node + "/sys";
+  o.paths.dev_root = TestData() + "/nodes/" + node + "/dev";
+  o.paths.kubelet_root = kubelet_root;
+  o.registration = RegistrationMode::kKubelet;
+  return o;
+}
+
+bool AllRegistered(const sim::KubeletSim& k, size_t n) {
+  return k.Resources().size() == n &&
+         [&] {
+           for (const auto& r : k.Resources()) {
+             if (k.ListAndWatchMessages(r) == 0) return false;
+           }
+           return true;
+         }();
+}
+
+TEST(AgentIntegrationTest, P5AdvertisesThirtyTwoEfaOnTwoNumaNodesAndEmptyRdmaPools) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  Agent agent(SampleNodeOptions("p5.48xlarge", dir.path()));
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+
+  auto efa = kubelet.Devices(kEfa);
+  ASSERT_THAT(efa, SizeIs(32));
+  std::map<int64_t, int> per_numa;
+  for (const auto& d : efa) {
+    EXPECT_TRUE(d.healthy) << d.id;
+    ASSERT_THAT(d.numa_nodes, SizeIs(1)) << d.id;
+    per_numa[d.numa_nodes[0]]++;
+  }
+  EXPECT_EQ(per_numa, (std::map<int64_t, int>{{0, 16}, {1, 16}}));
+  // Pools with no devices register with an empty list: capacity 0, not missing.
+  for (const char* r : {kRdma, kShared, kPartitioned}) {
+    EXPECT_THAT(kubelet.Devices(r), SizeIs(0)) << r;
+    EXPECT_EQ(kubelet.Capacity(r), 0) << r;
+  }
+  auto opts = kubelet.PluginOptions(kEfa);
+  ASSERT_TRUE(opts.has_value());
+  EXPECT_TRUE(opts->get_preferred_allocation_available());
+  EXPECT_FALSE(opts->pre_start_required());
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, AllocateGrantsExactlyTheChosenEfaNodesOnOneNumaNode) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  Agent agent(SampleNodeOptions("p5.48xlarge", dir.path()));
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+
+  std::vector<std::string> chosen;
+  auto resp = kubelet.Allocate(kEfa, 2, "member-0", "store", &chosen);
+  ASSERT_OK(resp);
+  ASSERT_THAT(chosen, SizeIs(2));
+  EXPECT_GE(kubelet.PreferredAllocationCalls(kEfa), 1);
+  // Exactly the two verbs nodes of the granted devices, nothing else.
+  const NodeView node = agent.node();
+  std::set<std::string> expected;
+  std::set<int> numas;
+  for (const auto& id : chosen) {
+    const RdmaDevice* d = node.inventory.Find(id);
+    ASSERT_NE(d, nullptr) << id;
+    expected.insert("/dev/" + d->uverbs.rel_path);
+    numas.insert(d->numa_node());
+  }
+  std::set<std::string> granted;
+  for (const auto& spec : resp->devices()) {
+    EXPECT_EQ(spec.host_path(), spec.container_path());
+    EXPECT_EQ(spec.permissions(), "rw");
+    granted.insert(spec.host_path());
+  }
+  EXPECT_EQ(granted, expected);
+  EXPECT_EQ(numas.size(), 1u);
+  EXPECT_TRUE(resp->mounts().empty());
+  EXPECT_EQ(resp->envs().at("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA"),
+            chosen[0] + "," + chosen[1]);
+
+  // A bad ID is refused with an error naming it.
+  auto bad = kubelet.AllocateIds(kEfa, {"rdmap999s0"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("rdmap999s0"));
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, RoceSriovNodeServesPfsVfsAndSharedTokens) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  Agent agent(SampleNodeOptions("mlx5-roce-sriov", dir.path()));
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+  EXPECT_THAT(kubelet.Devices(kEfa), SizeIs(0));
+  // PF0 has VFs (serves through them); PF1 has none.
+  ASSERT_THAT(kubelet.Devices(kRdma), SizeIs(1));
+  EXPECT_THAT(kubelet.Devices(kShared), SizeIs(64));
+  EXPECT_THAT(kubelet.Devices(kPartitioned), SizeIs(4));
+
+  auto resp = kubelet.Allocate(kShared, 1, "engine", "vllm");
+  ASSERT_OK(resp);
+  std::vector<std::string> paths;
+  for (const auto& spec : resp->devices()) paths.push_back(spec.host_path());
+  ASSERT_THAT(paths, SizeIs(2));
+  EXPECT_EQ(paths[1], "/dev/infiniband/rdma_cm");
+  EXPECT_THAT(resp->envs().at("NCCL_IB_HCA"), HasSubstr(kubelet.Devices(kRdma)[0].id));
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, ZeroDeviceNodeRegistersEveryPoolEmpty) {
+  TempDir dir;
+  testing::FakeSysfs empty;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  AgentOptions o;
+  o.paths = empty.paths();
+  o.paths.kubelet_root = dir.path();
+  o.registration = RegistrationMode::kKubelet;
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+  for (const char* r : {kEfa, kRdma, kShared, kPartitioned}) EXPECT_EQ(kubelet.Capacity(r), 0);
+  EXPECT_TRUE(agent.plugins().AllRegistered());
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, KubeletRestartTriggersPromptReRegistration) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  Agent agent(SampleNodeOptions("p6-b200.48xlarge", dir.path()));
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+  const size_t before = kubelet.Registrations().size();
+
+  ASSERT_OK(kubelet.Restart());
+  const absl::Time created = kubelet.KubeletSocketCreatedAt();
+  ASSERT_TRUE(kubelet.WaitFor(
+      [&] {
+        int ok = 0;
+        for (const auto& e : kubelet.Registrations()) ok += e.ok && e.at >= created;
+        return ok >= 4;
+      },
+      absl::Seconds(10)));
+  absl::Duration worst = absl::ZeroDuration();
+  for (const auto& e : kubelet.Registrations()) {
+    if (e.ok && e.at >= created) worst = std::max(worst, e.at - created);
+  }
+  std::printf("re-registration after kubelet.sock re-creation: %.1f ms (slowest of 4 pools)\n",
+              absl::ToDoubleMilliseconds(worst));
+  EXPECT_LT(worst, absl::Seconds(2));  // event-driven; a 5 s poll would miss this
+  EXPECT_GT(kubelet.Registrations().size(), before);
+  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 8; }, absl::Seconds(10)));
+  EXPECT_EQ(agent.plugins().kubelet_restarts(), 1u);
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, PluginWatcherRegistration) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.StartWatcher());
+  AgentOptions o = SampleNodeOptions("rxe", dir.path());
+  o.registration = RegistrationMode::kWatcher;
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+  EXPECT_THAT(kubelet.Devices(kRdma), SizeIs(1));
+  for (const auto& e : kubelet.Registrations()) {
+    EXPECT_EQ(e.path, sim::RegistrationPath::kPluginWatcher);
+    EXPECT_TRUE(e.ok) << e.error;
+    EXPECT_EQ(e.socket_path.rfind(dir.path() + "/plugins_registry/", 0), 0u) << e.socket_path;
+  }
+  ASSERT_TRUE(kubelet.WaitFor([&] { return agent.plugins().AllRegistered(); }, absl::Seconds(10)));
+  auto resp = kubelet.Allocate(kRdma, 1);
+  ASSERT_OK(resp);
+  EXPECT_EQ(resp->devices(0).host_path(), "/dev/infiniband/uverbs0");
+  agent.Stop();
+}
+
+TEST(AgentIntegrationTest, BadConfigIsRejectedBeforeAnythingRegisters) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  const std::string cfg = dir.path() + "/config.yaml";
+  std::ofstream(cfg) << "pools:\n  - name: example.com/rdma\n    mode: exclusive\n    selectr: {}\n";
+  AgentOptions o = SampleNodeOptions("rxe", dir.path());
+  o.config_path = cfg;
+  Agent agent(o);
+  absl::Status s = agent.Start();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("pools[0].selectr"));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(kubelet.Registrations().empty());
+}
+
+TEST(AgentIntegrationTest, RemovedDeviceStaysListedUnhealthyAndNewOneIsAdvertised) {
+  TempDir dir;
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  AgentOptions o;
+  o.paths = fs.paths();
+  o.paths.kubelet_root = dir.path();
+  o.registration = RegistrationMode::kKubelet;
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 2; }, absl::Seconds(20)));
+
+  NodeView node = agent.node();
+  NodeInventory next = node.inventory;
+  next.devices.erase(next.devices.begin());  // rdmap79s0 unplugged
+  RdmaDevice added = next.devices[0];
+  added.name = "rdmap81s0";
+  next.devices.push_back(added);
+  agent.OnNodeChanged(next, {});
+  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 3; }, absl::Seconds(10)));
+  std::map<std::string, std::string> health;
+  for (const auto& d : kubelet.Devices(kEfa)) health[d.id] = d.health;
+  EXPECT_EQ(health["rdmap79s0"], "Unhealthy");
+  EXPECT_EQ(health["rdmap80s0"], "Healthy");
+  EXPECT_EQ(health["rdmap81s0"], "Healthy");
+  auto refused = kubelet.AllocateIds(kEfa, {"rdmap79s0"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("device removed"));
+  agent.Stop();
+}
+
+// The real binary: SIGTERM stops it cleanly and removes its sockets.
+TEST(AgentBinaryTest, SigtermRemovesSocketsAndExitsZero) {
+  const char* bin_dir = std::getenv("FABRIC_BINARY_DIR");
+  ASSERT_NE(bin_dir, nullptr);
+  const std::string agent_bin = std::string(bin_dir) + "/agent/daemon/fabric-agent";
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  const std::string node = TestData() + "/nodes/p5.48xlarge";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(agent_bin.c_str(), agent_bin.c_str(), ("--sysfs-root=" + node + "/sys").c_str(),
+          ("--dev-root=" + node + "/dev").c_str(), ("--kubelet-root=" + dir.path()).c_str(),
+          "--registration=kubelet", nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+  auto names = ListDir(dir.path() + "/device-plugins");
+  ASSERT_OK(names);
+  EXPECT_GE(names->size(), 5u);  // kubelet.sock + 4 pools
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  names = ListDir(dir.path() + "/device-plugins");
+  ASSERT_OK(names);
+  for (const auto& n : *names) EXPECT_EQ(n.rfind("fabric-", 0), std::string::npos) << n;
+}
+
+TEST(AgentBinaryTest, BadConfigExitsTwoNamingTheKey) {
+  const char* bin_dir = std::getenv("FABRIC_BINARY_DIR");
+  ASSERT_NE(bin_dir, nullptr);
+  TempDir dir;
+  const std::string cfg = dir.path() + "/c.yaml";
+  std::ofstream(cfg) << "pools:\n  - name: vpc.amazonaws.com/efa\n    mode: sliced\n    selector: {}\n";
+  const std::string cmd = std::string(bin_dir) + "/agent/daemon/fabric-agent --config=" + cfg +
+                          " --kubelet-root=" + dir.path() + " --sysfs-root=" + dir.path() +
+                          " 2>" + dir.path() + "/err";
+  int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  auto err = ReadFile(dir.path() + "/err");
+  ASSERT_OK(err);
+  EXPECT_THAT(*err, HasSubstr("pools[0].mode"));
+  EXPECT_FALSE(IsDirectory(dir.path() + "/device-plugins"));
+}
+
+}  // namespace
+}  // namespace fabric
