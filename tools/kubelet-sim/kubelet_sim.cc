@@ -317,21 +317,26 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
     // filepath.Join(DevicePluginPath, endpoint): even an absolute endpoint
     // lands inside the device-plugins directory.
     event.socket_path = GoJoinPath(device_plugin_dir_ + "/", request.endpoint());
-    error = ConnectClient(request.resource_name(), event.socket_path, [this, ctx] {
-      absl::MutexLock l(&mu_);
-      return stopping_ || ctx->IsCancelled();
-    });
+    error = ConnectClient(
+        request.resource_name(), event.socket_path,
+        [this, ctx] {
+          absl::MutexLock l(&mu_);
+          return stopping_ || ctx->IsCancelled();
+        },
+        &event);
+    if (error.empty()) return error;  // ConnectClient recorded the event.
   }
   event.done = absl::Now();
-  event.ok = error.empty();
+  event.ok = false;
   event.error = error;
-  if (!error.empty()) LogWarn(Component::kSim, "Register {} rejected: {}", event.resource, error);
+  LogWarn(Component::kSim, "Register {} rejected: {}", event.resource, error);
   RecordEvent(std::move(event));
   return error;
 }
 
 std::string KubeletSim::ConnectClient(const std::string& resource, const std::string& socket_path,
-                                      const std::function<bool()>& aborted) {
+                                      const std::function<bool()>& aborted,
+                                      RegistrationEvent* event) {
   auto channel = NewChannel(socket_path, /*localhost_authority=*/true);
   if (!DialBlocking(channel, options_.dial_timeout, aborted)) {
     // grpc.DialContext returns ctx.Err() when the blocking dial times out.
@@ -366,6 +371,10 @@ std::string KubeletSim::ConnectClient(const std::string& resource, const std::st
   state.stopped = false;
   state.stop_time = absl::InfinitePast();
   all_endpoints_.push_back(endpoint);
+  // Recorded before ListAndWatch starts: whoever sees devices sees the event.
+  event->done = absl::Now();
+  event->ok = true;
+  events_.push_back(*event);
   endpoint->thread = std::thread([this, endpoint] { RunListAndWatch(endpoint); });
   NotifyLocked();
   LogInfo(Component::kSim, "connected {} at {} (pre_start_required={}, preferred_allocation={})",
@@ -592,9 +601,9 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
     std::string error = fmt::format(
         "RegisterPlugin error -- no handler registered for plugin type: {} at socket {}",
         info.type(), socket_path);
-    notify(false, error);
     retry_later(error);
     RecordEvent(event);
+    notify(false, error);
     return;
   }
   const std::string endpoint = info.endpoint().empty() ? socket_path : info.endpoint();
@@ -613,9 +622,9 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   if (!validation_error.empty()) {
     std::string error =
         "RegisterPlugin error -- plugin validation failed with err: " + validation_error;
-    notify(false, error);
     retry_later(error);
     RecordEvent(event);
+    notify(false, error);
     return;
   }
 
@@ -632,23 +641,32 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   }
   // handler.go RegisterPlugin -> connectClient(name, endpoint): the endpoint
   // is dialed as given (an absolute path), not joined with device-plugins.
-  std::string connect_error = ConnectClient(info.name(), endpoint, aborted);
+  std::string connect_error = ConnectClient(info.name(), endpoint, aborted, &event);
   if (!connect_error.empty()) {
     event.ok = false;
     event.error = "RegisterPlugin error -- plugin registration failed with err: " + connect_error;
-    notify(false, event.error);
     LogWarn(Component::kSim, "{}", event.error);
     record();
+    notify(false, event.error);
     return;
   }
-  event.ok = true;
+  // ConnectClient recorded the event before the plugin hears about it.
   grpc::Status notified = notify(true, "");
   if (!notified.ok()) {
-    event.error = fmt::format(
+    std::string error = fmt::format(
         "RegisterPlugin error -- failed to send registration status at socket {}, err: {}",
         socket_path, GoGrpcError(notified));
+    LogWarn(Component::kSim, "{}", error);
+    absl::MutexLock l(&mu_);
+    for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+      if (it->path == RegistrationPath::kPluginWatcher && it->socket_path == endpoint &&
+          it->at == event.at) {
+        it->error = error;
+        break;
+      }
+    }
+    NotifyLocked();
   }
-  record();
 }
 
 // ------------------------------------------------------------- observations

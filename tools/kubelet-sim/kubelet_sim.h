@@ -232,9 +232,10 @@ class KubeletSim {
   // Register handler body; returns the kubelet's error text or "" on success.
   std::string HandleRegister(const v1beta1::RegisterRequest& request, grpc::ServerContext* ctx);
   // connectClient: dial, GetDevicePluginOptions, install as the resource's
-  // endpoint, start ListAndWatch. Returns the error text or "".
+  // endpoint, record `event` as successful, start ListAndWatch. Returns the
+  // error text or "" (the caller records failures).
   std::string ConnectClient(const std::string& resource, const std::string& socket_path,
-                            const std::function<bool()>& aborted);
+                            const std::function<bool()>& aborted, RegistrationEvent* event);
   void RunListAndWatch(std::shared_ptr<Endpoint> endpoint);
   void OnListAndWatch(const std::shared_ptr<Endpoint>& endpoint,
                       const v1beta1::ListAndWatchResponse& response);
