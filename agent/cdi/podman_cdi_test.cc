@@ -203,6 +203,29 @@ TEST_F(PodmanCdiTest, EntryKeptForLiveAllocationStillResolves) {
   EXPECT_THAT(r.out, HasSubstr("unresolvable CDI devices"));
 }
 
+// Why specs carry the lowest cdiVersion: podman 4.3.1's CDI library (like
+// containerd 1.7.0's v0.5.4) predates 0.6.0 and drops a spec that declares it.
+TEST_F(PodmanCdiTest, PreV06LibraryRejectsNewerCdiVersion) {
+  absl::StatusOr<std::string> text = RenderSpec(Input());
+  ASSERT_OK(text);
+  const std::string path = cdi_dir_ + "/" + SpecFileName(kind_);
+  for (const std::string version : {"0.5.0", "0.6.0"}) {
+    std::string spec = *text;
+    size_t at = spec.find("\"0.5.0\"");
+    ASSERT_NE(at, std::string::npos);
+    spec.replace(at, 7, "\"" + version + "\"");
+    std::ofstream(path) << spec;
+    CommandResult r = Podman("--device " + QualifiedName(kind_, "0000:3b:00.1"), "true");
+    if (version == "0.5.0") {
+      EXPECT_EQ(r.exit_code, 0) << r.out;
+    } else {
+      EXPECT_NE(r.exit_code, 0) << r.out;
+      EXPECT_THAT(r.out, HasSubstr("unresolvable CDI devices"));
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 TEST_F(PodmanCdiTest, SpecLevelMemlockHookRunsForGrantedContainers) {
   std::string hook = FABRIC_MEMLOCK_HOOK;
   if (hook.empty() || ::access(hook.c_str(), X_OK) != 0) GTEST_SKIP() << "hook binary not built";
