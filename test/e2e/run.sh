@@ -64,10 +64,21 @@ done
 # --- one boot for all cases ---
 VMOUT=$OUTDIR/vm
 rm -rf "$VMOUT"; mkdir -p "$VMOUT"
+boot() {
+  (cd "$HERE/../.." && "$HERE/lib/vm-run.sh" "$KVER" "$INITRD" "$VMOUT" \
+    "$HERE/lib/in-vm.sh" "$BUILD_DIR" "$VMOUT" "${cases[@]}")
+}
 t0=$(date +%s.%N)
-(cd "$HERE/../.." && "$HERE/lib/vm-run.sh" "$KVER" "$INITRD" "$VMOUT" \
-  "$HERE/lib/in-vm.sh" "$BUILD_DIR" "$VMOUT" "${cases[@]}")
+boot
 vmrc=$?
+# A VM that died before reaching the command (a guest kernel panic under an
+# overloaded TCG host) is retried once; a failure inside the command is not.
+if [[ $vmrc == 125 ]] && ! grep -q '^VM-INIT: uptime' "$VMOUT/console.log" 2>/dev/null; then
+  echo "e2e: VM did not reach the command, booting again; first console tail:"
+  tail -n 5 "$VMOUT/console.log" 2>/dev/null | sed 's/^/  /'
+  boot
+  vmrc=$?
+fi
 wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 
 passed=0 failed=0 skipped=0
@@ -84,7 +95,7 @@ for c in "${cases[@]}"; do
        if [[ -f $d/log ]]; then
          echo "---- $name: case log (tail) ----"; tail -n 40 "$d/log"
        fi
-       for f in "$d"/agent*.log; do
+       for f in "$d"/agent*.log "$d"/kubelet-sim*.log; do
          [[ -f $f ]] || continue
          echo "---- $name: $(basename "$f") (tail) ----"; tail -n 40 "$f"
        done ;;
@@ -95,7 +106,7 @@ if ((failed)) || [[ $vmrc != 0 && $vmrc != 1 ]]; then
   [[ -f $VMOUT/fixture.log ]] && { echo "---- fixture.log ----"; cat "$VMOUT/fixture.log"; }
   echo "---- VM console (tail) ----"; tail -n 30 "$VMOUT/console.log" 2>/dev/null
 fi
-times=$(tr '\n' ' ' < "$VMOUT/case-times.txt" 2>/dev/null)
+times=$(tr '\n' ' ' 2>/dev/null < "$VMOUT/case-times.txt")
 echo "e2e: VM $(cat "$VMOUT/vm-info" 2>/dev/null), wall ${wall}s; case seconds: ${times:-none}; logs in $VMOUT"
 echo "$passed passed, $failed failed, $skipped skipped"
 ((failed == 0))

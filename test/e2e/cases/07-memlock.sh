@@ -23,7 +23,9 @@ log "spec rlimit $want, inherited 65536: exit $rc, container sees '$out'"
 [[ -x $MEMLOCK_HOOK ]] || pass "spec rlimit raised to 1 GiB; fabric-memlock-hook not built yet"
 HOOK_TEST=$E2E_SRC_DIR/tools/oci-hook/runc-memlock-test.sh
 [[ -x $HOOK_TEST ]] || fail "$HOOK_TEST missing"
-"$HOOK_TEST" "$MEMLOCK_HOOK" > "$OUT/hook-test.log" 2>&1
+# Only the cases that need CAP_SYS_RESOURCE (plus a control); the host-side
+# runc_memlock_test covers the rest.
+"$HOOK_TEST" "$MEMLOCK_HOOK" no-hook unlimited > "$OUT/hook-test.log" 2>&1
 hrc=$?
 cat "$OUT/hook-test.log"
 ((hrc == 0)) || fail "runc-memlock-test.sh: $(grep -E '^FAIL' "$OUT/hook-test.log" | head -n 2 | tr '\n' ' ')"

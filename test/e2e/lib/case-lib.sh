@@ -127,3 +127,34 @@ runc_run() {
   runc delete -f "$id" >/dev/null 2>&1
   return $rc
 }
+
+# --- kubelet-sim output (tools/kubelet-sim/main.cc) ---
+# sim_devices LOG RESOURCE [FROM_LINE] : "id health" per device of the last
+# device list printed for RESOURCE ("  RES: capacity ..." then "    id health numa [..]").
+sim_devices() {
+  awk -v res="  $2: capacity" -v from="${3:-0}" '
+    NR <= from { next }
+    index($0, res) == 1 { n = 0; inblk = 1; delete ids; next }
+    inblk && /^    [^ ]/ && $1 != "devices:" { ids[++n] = $1 " " $2; next }
+    { inblk = 0 }
+    END { for (i = 1; i <= n; i++) print ids[i] }' "$1"
+}
+# sim_granted LOG : "host_path container_path permissions" per Allocate device.
+sim_granted() {
+  awk '/^    devices:$/ { d = 1; next } /^    [a-z_]+:$/ { d = 0 }
+       d && / -> / { gsub(/[()]/, "", $4); print $1, $3, $4 }' "$1"
+}
+# start_agent_with_sim K SIMARGS... : kubelet-sim (log sim.log) under kubelet
+# root K, then the agent (log agent.log) once kubelet.sock exists.
+start_agent_with_sim() {
+  local k=$1; shift
+  mkdir -p "$k"
+  start_bg kubelet-sim "$KUBELET_SIM" --root "$k" "$@"
+  SIM_PID=$BG_PID
+  wait_for 30 test -S "$k/device-plugins/kubelet.sock" || fail "kubelet-sim: no kubelet.sock after 30 s"
+  start_bg agent "$AGENT" --sysfs-root /sys --dev-root /dev --kubelet-root "$k" \
+    --registration kubelet --metrics-address 127.0.0.1:0
+  AGENT_PID=$BG_PID
+}
+# pid_alive PID : a running, not yet reaped (and not zombie) process.
+pid_alive() { [[ -e /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }

@@ -27,6 +27,8 @@ if ! "$LIB/rxe-up.sh" "$E2E_IBDEV" "$E2E_NETDEV" "$E2E_IP/24" > "$OUTDIR/fixture
   exit 1
 fi
 
+up() { cut -d' ' -f1 /proc/uptime; }
+echo "fixture ready at uptime $(up)s"
 failed=0
 for c in "$@"; do
   name=$(basename "$c" .sh)
@@ -53,4 +55,5 @@ for c in "$@"; do
   echo "case $name rc=$rc ${secs}s"
 done
 dmesg > "$OUTDIR/dmesg.log"
+echo "all cases done at uptime $(up)s"
 exit $failed

@@ -6,6 +6,8 @@
 # Serial console: OUTDIR/console.log.
 # Adapted from the RDMA testbed recipe (shared testbed vm-run.sh).
 # Usage: vm-run.sh KVER INITRD OUTDIR CMD [ARGS...]
+# no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer check
+# can time out and panic ("IO-APIC + timer doesn't work").
 # Env: E2E_KVM=auto|0|1  E2E_MEM=1024  E2E_CPUS=2  E2E_VM_TIMEOUT=600
 set -euo pipefail
 KVER=$1 INITRD=$2 OUTDIR=$3
@@ -35,7 +37,7 @@ timeout "${E2E_VM_TIMEOUT:-600}" qemu-system-x86_64 "${ACCEL[@]}" \
   -m "${E2E_MEM:-1024}" -smp "${E2E_CPUS:-2}" \
   -nodefaults -no-reboot -display none -serial stdio -monitor none \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$INITRD" \
-  -append "console=ttyS0 quiet loglevel=4 panic=-1 vm.out=$OUTDIR vm.cmd=$OUTDIR/.vm-cmd.sh" \
+  -append "console=ttyS0 quiet loglevel=4 panic=-1 no_timer_check vm.out=$OUTDIR vm.cmd=$OUTDIR/.vm-cmd.sh" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$OUTDIR,mount_tag=out,security_model=none,multidevs=remap" \
   -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
