@@ -406,6 +406,9 @@ int RunServer(const BenchOptions& o, int listen_fd, double accept_timeout_s, boo
   if (!conn.ok()) return fail(FailWith(conn.status()));
   int fd = conn->get();
   auto frame = RecvFrame(fd, kHandshakeTimeoutS);
+  // A forked server whose client gave up before saying hello (provider
+  // missing or refused) has nothing to add: the client said why.
+  if (!frame.ok() && !verbose && absl::IsUnavailable(frame.status())) return kExitError;
   if (!frame.ok()) return fail(FailWith(frame.status()));
   auto hello = DecodeHello(*frame);
   if (!hello.ok()) return fail(FailWith(hello.status()));
@@ -590,14 +593,14 @@ std::vector<std::string> MrModeNames(int mr_mode) {
   return out;
 }
 
-nlohmann::json BenchResultToJson(const BenchResult& r) {
+nlohmann::ordered_json BenchResultToJson(const BenchResult& r) {
   auto phase = [](const PhaseResult& p) {
-    return nlohmann::json{{"bytes", p.bytes},
-                          {"ops", p.ops},
-                          {"seconds", p.seconds},
-                          {"gbytes_per_s", p.GBytesPerSecond()}};
+    return nlohmann::ordered_json{{"bytes", p.bytes},
+                                  {"ops", p.ops},
+                                  {"seconds", p.seconds},
+                                  {"gbytes_per_s", p.GBytesPerSecond()}};
   };
-  return nlohmann::json{
+  return nlohmann::ordered_json{
       {"provider", r.provider},
       {"provider_core", CoreProviderName(r.provider)},
       {"provider_requested", r.provider_requested},

@@ -50,7 +50,7 @@ bool ProviderUsesIpAddressing(const std::string& core_provider);
 // Names of the FI_MR_* bits set in `mr_mode` ("FI_MR_LOCAL", ...).
 std::vector<std::string> MrModeNames(int mr_mode);
 
-nlohmann::json BenchResultToJson(const BenchResult& r);
+nlohmann::ordered_json BenchResultToJson(const BenchResult& r);
 std::string BenchResultToText(const BenchResult& r);
 
 // Runs the whole subcommand (text/json to stdout, provider line first,

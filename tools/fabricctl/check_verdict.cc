@@ -178,9 +178,9 @@ CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy) {
   return r;
 }
 
-nlohmann::json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
-                                 const CheckReport& report) {
-  using nlohmann::json;
+nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
+                                         const CheckReport& report) {
+  using json = nlohmann::ordered_json;
   json devices = json::array();
   for (const DeviceNodeFacts& n : facts.nodes) {
     json d = {{"path", n.path},

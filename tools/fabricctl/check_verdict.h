@@ -86,8 +86,8 @@ CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy);
 // "EACCES (Permission denied)"; "" for 0.
 std::string ErrnoString(int err);
 
-nlohmann::json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
-                                 const CheckReport& report);
+nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
+                                         const CheckReport& report);
 std::string CheckReportToText(const CheckFacts& facts, const CheckPolicy& policy,
                               const CheckReport& report);
 
