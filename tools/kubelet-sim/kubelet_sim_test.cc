@@ -1,22 +1,28 @@
 // KubeletSim against a tiny in-test device plugin served on a unix socket.
 #include "tools/kubelet-sim/kubelet_sim.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "agent/base/file_util.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -741,6 +747,102 @@ TEST_F(KubeletSimWatcherTest, InvalidNameIsRejectedWithTheWatcherText) {
   EXPECT_EQ(plugin.notifications()[0].error(),
             "RegisterPlugin error -- plugin validation failed with err: invalid name of device "
             "plugin socket: the ResourceName \"rdma\" is invalid");
+}
+
+// ------------------------------------------------------------ the CLI binary
+
+// Runs the kubelet-sim binary with stdout/stderr to files; returns its pid.
+pid_t SpawnCli(const std::vector<std::string>& args, const std::string& out,
+               const std::string& err) {
+  const char* dir = std::getenv("FABRIC_BINARY_DIR");
+  const std::string binary = std::string(dir) + "/tools/kubelet-sim/kubelet-sim";
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Polls a filesystem condition the way a plugin would (the CLI runs in
+// another process, so there is no event to wait on).
+bool PollFor(const std::function<bool()>& pred, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+class KubeletSimCliTest : public KubeletSimTest {
+ protected:
+  void SetUp() override {
+    if (std::getenv("FABRIC_BINARY_DIR") == nullptr) GTEST_SKIP() << "FABRIC_BINARY_DIR unset";
+    KubeletSimTest::SetUp();
+  }
+};
+
+TEST_F(KubeletSimCliTest, ReportsRegistrationDevicesAllocationAndRestart) {
+  const std::string out = root_ + "/out.txt";
+  const std::string err = root_ + "/err.txt";
+  pid_t pid = SpawnCli({"--root", root_, "--expect-resources", "1", "--allocate",
+                        "example.com/rdma=2", "--restart", "--timeout", "10s"},
+                       out, err);
+  ASSERT_GT(pid, 0);
+  const std::string kubelet_sock = Dp("kubelet.sock");
+  ASSERT_TRUE(PollFor([&] { return IsSocketFile(kubelet_sock); }, kWait));
+  auto plugin = std::make_unique<FakePlugin>(Dp("fake.sock"), FakePluginConfig{});
+  plugin->SetDevices(FourDevices());
+  ASSERT_TRUE(plugin->Start());
+  ASSERT_TRUE(plugin->Register(kubelet_sock, "fake.sock", kResource).ok());
+  // A kubelet restart deletes our socket; serve again and re-register, as a
+  // plugin does.
+  ASSERT_TRUE(PollFor([&] { return !PathExists(Dp("fake.sock")); }, kWait));
+  plugin->Stop();
+  plugin = std::make_unique<FakePlugin>(Dp("fake.sock"), FakePluginConfig{});
+  plugin->SetDevices(FourDevices());
+  ASSERT_TRUE(plugin->Start());
+  ASSERT_TRUE(PollFor([&] { return IsSocketFile(kubelet_sock); }, kWait));
+  ASSERT_TRUE(plugin->Register(kubelet_sock, "fake.sock", kResource).ok());
+
+  EXPECT_EQ(WaitExit(pid), 0);
+  auto text = ReadFile(out);
+  ASSERT_OK(text);
+  std::printf("--- kubelet-sim report ---\n%s", text->c_str());
+  EXPECT_THAT(*text, HasSubstr("resource=example.com/rdma endpoint=fake.sock"));
+  EXPECT_THAT(*text, HasSubstr("example.com/rdma: capacity 4, allocatable 3"));
+  EXPECT_THAT(*text, ::testing::ContainsRegex("rdma3 +Unhealthy +numa \\[1\\]"));
+  EXPECT_THAT(*text, HasSubstr("example.com/rdma x2 -> [rdma1, rdma2]"));
+  EXPECT_THAT(*text, HasSubstr("/dev/infiniband/rdma1 -> /dev/infiniband/rdma1 (rw)"));
+  EXPECT_THAT(*text, HasSubstr("RDMA_DEVICES=rdma1,rdma2"));
+  EXPECT_THAT(*text, HasSubstr("example.com/rdma=rdma2"));
+  EXPECT_THAT(*text, ::testing::ContainsRegex(
+                         "example.com/rdma: re-registered [0-9.]+ ms after kubelet.sock"));
+}
+
+TEST_F(KubeletSimCliTest, TimesOutWithAClearMessage) {
+  const std::string out = root_ + "/out.txt";
+  const std::string err = root_ + "/err.txt";
+  pid_t pid = SpawnCli({"--root", root_, "--timeout", "200ms"}, out, err);
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+  auto text = ReadFile(err);
+  ASSERT_OK(text);
+  EXPECT_THAT(*text, HasSubstr("timeout: waited 200ms for 1 resource(s)"));
+  EXPECT_THAT(*text, HasSubstr("no registration attempt seen"));
 }
 
 }  // namespace

@@ -158,23 +158,23 @@ void PrintDevices(const KubeletSim& sim, const std::string& resource) {
 }
 
 void PrintResponse(const v1beta1::ContainerAllocateResponse& r) {
-  std::cout << "    devices:\n";
+  std::cout << "    devices:" << (r.devices().empty() ? " (none)" : "") << "\n";
   for (const auto& d : r.devices()) {
     std::cout << fmt::format("      {} -> {} ({})\n", d.host_path(), d.container_path(),
                              d.permissions());
   }
-  std::cout << "    mounts:\n";
+  std::cout << "    mounts:" << (r.mounts().empty() ? " (none)" : "") << "\n";
   for (const auto& m : r.mounts()) {
     std::cout << fmt::format("      {} -> {}{}\n", m.host_path(), m.container_path(),
                              m.read_only() ? " (ro)" : "");
   }
-  std::cout << "    envs:\n";
+  std::cout << "    envs:" << (r.envs().empty() ? " (none)" : "") << "\n";
   std::map<std::string, std::string> envs(r.envs().begin(), r.envs().end());
   for (const auto& [k, v] : envs) std::cout << fmt::format("      {}={}\n", k, v);
-  std::cout << "    annotations:\n";
+  std::cout << "    annotations:" << (r.annotations().empty() ? " (none)" : "") << "\n";
   std::map<std::string, std::string> annotations(r.annotations().begin(), r.annotations().end());
   for (const auto& [k, v] : annotations) std::cout << fmt::format("      {}={}\n", k, v);
-  std::cout << "    cdi_devices:\n";
+  std::cout << "    cdi_devices:" << (r.cdi_devices().empty() ? " (none)" : "") << "\n";
   for (const auto& c : r.cdi_devices()) std::cout << fmt::format("      {}\n", c.name());
 }
 
