@@ -35,7 +35,13 @@ struct DeviceNode {
 struct CdiDevice {
   std::string name;  // CDI device name (the part after '='), e.g. "rdmap79s0".
   std::vector<DeviceNode> nodes;
-  std::vector<std::string> env;  // "K=V", the same variables Allocate returns.
+  // "K=V". The runtime applies the edits of each granted device in turn, and a
+  // later variable REPLACES an earlier one of the same name (also one from the
+  // Allocate response). So a key shared by several devices with different
+  // values (e.g. an aggregated FABRIC_DEVICES=a,b list) ends up with the last
+  // device's value: use per-device keys here, or leave aggregated variables to
+  // the Allocate response only.
+  std::vector<std::string> env;
 };
 
 // An OCI hook added to the spec-level containerEdits (so it runs once per

@@ -29,7 +29,12 @@ void Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace fabric::memlock_hook;
+  using fabric::memlock_hook::ContainerState;
+  using fabric::memlock_hook::HookResult;
+  using fabric::memlock_hook::Options;
+  using fabric::memlock_hook::ParseArgs;
+  using fabric::memlock_hook::ParseState;
+  using fabric::memlock_hook::RaiseMemlock;
   std::vector<std::string> args(argv + 1, argv + argc);
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {
