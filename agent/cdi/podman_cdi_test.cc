@@ -101,7 +101,9 @@ class PodmanCdiTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (writer_) EXPECT_OK(writer_->RemoveKind(kind_));
+    if (writer_) {
+      EXPECT_OK(writer_->RemoveKind(kind_));
+    }
     if (!root_.empty()) std::filesystem::remove_all(root_);
   }
 
