@@ -26,7 +26,7 @@ skip_all() { echo "e2e: SKIP $*"; exit 0; }
 [[ $(uname -m) == x86_64 ]] || skip_all "not an x86_64 host"
 [[ $(id -u) == 0 ]] || skip_all "needs root (9p export of /, device cgroups, runc)"
 command -v qemu-system-x86_64 >/dev/null || skip_all "qemu-system-x86_64 not installed (run test/e2e/setup.sh)"
-KVER=${E2E_KVER:-$(ls /lib/modules 2>/dev/null | grep -- '-amd64$' | sort -V | tail -1)}
+KVER=${E2E_KVER:-$(for m in /lib/modules/*-amd64; do [[ -d $m ]] && echo "${m##*/}"; done | sort -V | tail -1)}
 [[ -n $KVER && -f /boot/vmlinuz-$KVER ]] || skip_all "no Debian kernel (linux-image-amd64) in /boot (run test/e2e/setup.sh)"
 find "/lib/modules/$KVER" -name 'rdma_rxe.ko*' | grep -q . || skip_all "kernel $KVER has no rdma_rxe module"
 for tool in busybox cpio modprobe rdma jq runc ibv_rc_pingpong fi_info; do

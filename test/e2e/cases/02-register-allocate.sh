@@ -9,7 +9,7 @@ need_exe "$AGENT"
 need_exe "$KUBELET_SIM"
 need_flag "$KUBELET_SIM" --expect-resources
 need_flag "$KUBELET_SIM" --allocate
-read -r uverbs kdev < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
+read -r uverbs _ < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
 RES=device.gpustack.ai/rdma
 
 t0=$(date +%s%N)

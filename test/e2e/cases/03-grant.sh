@@ -9,7 +9,7 @@
 # shellcheck source=../lib/case-lib.sh
 source "$E2E_LIB/case-lib.sh"
 command -v runc >/dev/null || skip "runc not installed"
-read -r uverbs kdev < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
+read -r uverbs _ < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
 GRANT=$E2E_OUTDIR/cases/02-register-allocate/grant.txt
 notes=()
 if [[ -s $GRANT ]]; then
@@ -71,4 +71,5 @@ if [[ -x $FABRICCTL ]]; then
 else
   notes+=("fabricctl not built yet, check verdicts untested")
 fi
-pass "$(IFS=';'; echo "${notes[*]}" | sed 's/;/; /g')"
+joined=$(printf '%s; ' "${notes[@]}")
+pass "${joined%; }"

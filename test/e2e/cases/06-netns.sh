@@ -8,7 +8,7 @@
 # shellcheck source=../lib/case-lib.sh
 source "$E2E_LIB/case-lib.sh"
 NS=e2e-ns$$
-read -r uverbs kdev < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
+read -r uverbs _ < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
 cleanup_ns() {
   ip netns exec "$NS" rdma dev set "$IBDEV" netns /proc/1/ns/net 2>/dev/null  # back to init_net if it moved
   ip netns del "$NS" 2>/dev/null

@@ -55,7 +55,9 @@ echo "VM-INIT: uptime \$(cut -d' ' -f1 /proc/uptime)s, running: $CMD"
 rc=\$?
 echo "VM-INIT: command exit code \$rc"
 [ -n "$OUTPATH" ] && echo \$rc > "$OUTPATH/vm-exit-code"
-sync; echo o > /proc/sysrq-trigger; sleep 10
+sync; echo o > /proc/sysrq-trigger
+# PID 1 must not exit before the power-off lands (that would panic).
+while :; do sleep 1; done
 STAGE2
 chmod +x /newroot/run/vm-stage2.sh
 exec switch_root /newroot /run/vm-stage2.sh

@@ -1,7 +1,7 @@
 # Sourced by every e2e case (test/e2e/cases/NN-name.sh), inside the VM.
 # Environment from in-vm.sh: E2E_BUILD_DIR, E2E_CASE_OUT (this case's output
 # dir, on the host-shared OUTDIR), E2E_LIB, E2E_IBDEV, E2E_NETDEV, E2E_IP.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # variables are for the sourcing case
 set -uo pipefail
 : "${E2E_BUILD_DIR:?}" "${E2E_CASE_OUT:?}" "${E2E_LIB:?}"
 IBDEV=${E2E_IBDEV:-rxe0}
@@ -97,7 +97,8 @@ roce_v2_ipv4_gid_index() {
 
 # --- runc bundles (host userland bind-mounted read-only) ---
 # make_bundle DIR : a runc bundle whose rootfs mounts the host's /usr, /etc and
-# the build dir read-only, in the VM's network namespace (as hostNetwork RDMA
+# the build dir read-only (after a tmpfs /tmp: the build dir may be under
+# /tmp), in the VM's network namespace (as hostNetwork RDMA
 # pods run, and so no extra netns exists for 06-netns). Writes DIR/base.json.
 make_bundle() {
   local b=$1
@@ -111,10 +112,10 @@ make_bundle() {
     | .root.readonly = true
     | .linux.namespaces |= map(select(.type != "network"))
     | .mounts += [
+        {destination: "/tmp", type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev"]},
         {destination: "/usr", type: "bind", source: "/usr", options: ["rbind", "ro"]},
         {destination: "/etc", type: "bind", source: "/etc", options: ["rbind", "ro"]},
-        {destination: $build, type: "bind", source: $build, options: ["rbind", "ro"]},
-        {destination: "/tmp", type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev"]}]' \
+        {destination: $build, type: "bind", source: $build, options: ["rbind", "ro"]}]' \
     "$b/config.json" > "$b/base.json"
 }
 # runc_run DIR ID JQ_FILTER [jq args...] : config.json = base.json | FILTER,

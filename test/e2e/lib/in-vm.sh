@@ -12,7 +12,8 @@ shift 2
 LIB=$(dirname "$(realpath "$0")")
 RESULTS=$OUTDIR/results.txt
 : > "$RESULTS"
-export E2E_BUILD_DIR=$BUILD_DIR E2E_LIB=$LIB E2E_OUTDIR=$OUTDIR E2E_SRC_DIR=$(realpath "$LIB/../../..")
+E2E_SRC_DIR=$(realpath "$LIB/../../..")
+export E2E_BUILD_DIR=$BUILD_DIR E2E_LIB=$LIB E2E_OUTDIR=$OUTDIR E2E_SRC_DIR
 export E2E_IBDEV=rxe0 E2E_NETDEV=eth0 E2E_IP=10.0.2.15
 # runc needs a cgroup hierarchy: the fresh sysfs has none mounted (v2 as on
 # current distributions; its eBPF device filter enforces the grants).
