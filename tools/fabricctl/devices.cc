@@ -2,12 +2,147 @@
 
 #include <fmt/format.h>
 
-namespace fabric::fabricctl {
+#include "agent/base/host_paths.h"
+#include "agent/discovery/sysfs_discovery.h"
 
-// Placeholder until agent/discovery and agent/config land.
-int RunDevices(const DevicesOptions& options) {
-  fmt::print(stderr, "fabricctl devices: not available in this build yet\n");
-  return kExitError;
+namespace fabric::fabricctl {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json CharDeviceJson(const CharDevice& c) {
+  return json{{"path", HostDevicePath(c.rel_path)},
+              {"rel_path", c.rel_path},
+              {"major", c.major},
+              {"minor", c.minor},
+              {"dev", fmt::format("{}:{}", c.major, c.minor)}};
+}
+
+std::string Hex(uint32_t v) { return fmt::format("{:#06x}", v); }
+
+std::string PoolList(const std::vector<std::string>& pools) {
+  std::string out;
+  for (const auto& p : pools) out += (out.empty() ? "" : ",") + p;
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+json DevicesToJson(const NodeInventory& inv, const Config& config,
+                   const std::string& config_source) {
+  json devices = json::array();
+  for (const RdmaDevice& d : inv.devices) {
+    json pci = nullptr;
+    if (d.pci) {
+      pci = json{{"address", d.pci->address},
+                 {"vendor", Hex(d.pci->vendor)},
+                 {"device", Hex(d.pci->device)},
+                 {"driver", d.pci->driver},
+                 {"numa_node", d.pci->numa_node},
+                 {"is_vf", d.pci->is_vf()},
+                 {"physfn", d.pci->physfn.empty() ? json(nullptr) : json(d.pci->physfn)},
+                 {"sriov_numvfs", d.pci->sriov_numvfs}};
+    }
+    json ports = json::array();
+    for (const PortInfo& p : d.ports) {
+      ports.push_back({{"number", p.number},
+                       {"state", p.state},
+                       {"state_code", p.state_code},
+                       {"phys_state", p.phys_state},
+                       {"phys_state_code", p.phys_state_code},
+                       {"active", p.active()},
+                       {"link_layer", p.link_layer},
+                       {"rate", p.rate},
+                       {"netdev", p.netdev}});
+    }
+    devices.push_back({{"name", d.name},
+                       {"kind", std::string(DeviceKindName(d.kind))},
+                       {"node_type", d.node_type},
+                       {"node_guid", d.node_guid},
+                       {"pci", pci},
+                       {"numa_node", d.numa_node()},
+                       {"uverbs", CharDeviceJson(d.uverbs)},
+                       {"link_layer", d.LinkLayer()},
+                       {"netdev", d.PrimaryNetdev()},
+                       {"netdevs", d.netdevs},
+                       {"ports", ports},
+                       {"pools", PoolsSelecting(config, d)}});
+  }
+  json pools = json::array();
+  for (const PoolConfig& p : config.pools) {
+    json names = json::array();
+    for (const RdmaDevice& d : inv.devices) {
+      if (p.selector.Matches(d)) names.push_back(d.name);
+    }
+    json pool = {{"name", p.name}, {"mode", PoolModeName(p.mode)}};
+    if (p.mode == PoolMode::kShared) pool["tokens_per_device"] = p.tokens_per_device;
+    pool["devices"] = names;
+    pools.push_back(std::move(pool));
+  }
+  return json{{"config", config_source},
+              {"devices", devices},
+              {"rdma_cm", inv.rdma_cm ? CharDeviceJson(*inv.rdma_cm) : json(nullptr)},
+              {"pools", pools},
+              {"warnings", inv.warnings}};
+}
+
+std::string DevicesToText(const NodeInventory& inv, const Config& config,
+                          const std::string& config_source) {
+  constexpr const char* kRow = "{:<12} {:<4} {:<12} {:>4} {:<10} {:<8} {:<6} {:<10} {:<12} {}\n";
+  std::string out = fmt::format(kRow, "NAME", "KIND", "PCI", "NUMA", "UVERBS", "STATE", "PHYS",
+                                "LINK", "NETDEV", "POOLS");
+  for (const RdmaDevice& d : inv.devices) {
+    const PortInfo* port = d.ports.empty() ? nullptr : &d.ports.front();
+    std::string state = port ? port->state : "-";
+    if (d.ports.size() > 1) state += fmt::format("+{}", d.ports.size() - 1);
+    std::string netdev = d.PrimaryNetdev();
+    out += fmt::format(kRow, d.name, DeviceKindName(d.kind), d.pci ? d.pci->address : "-",
+                       d.numa_node(), fmt::format("{}:{}", d.uverbs.major, d.uverbs.minor), state,
+                       port ? port->phys_state : "-", d.LinkLayer().empty() ? "-" : d.LinkLayer(),
+                       netdev.empty() ? "-" : netdev, PoolList(PoolsSelecting(config, d)));
+  }
+  if (inv.devices.empty()) out += "(no RDMA devices)\n";
+  out += fmt::format(
+      "{} device(s); rdma_cm {}; pools from {}:\n", inv.devices.size(),
+      inv.rdma_cm ? fmt::format("{}:{}", inv.rdma_cm->major, inv.rdma_cm->minor) : "absent",
+      config_source);
+  for (const PoolConfig& p : config.pools) {
+    int n = 0;
+    for (const RdmaDevice& d : inv.devices) n += p.selector.Matches(d) ? 1 : 0;
+    out += fmt::format(
+        "  {:<36} {:<9} {} device(s){}\n", p.name, PoolModeName(p.mode), n,
+        p.mode == PoolMode::kShared ? fmt::format(" x {} tokens", p.tokens_per_device) : "");
+  }
+  for (const std::string& w : inv.warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+int RunDevices(const DevicesOptions& o) {
+  HostPaths paths = HostPaths::Defaults();
+  paths.sysfs_root = o.sysfs_root;
+  paths.dev_root = o.dev_root;
+  Config config = DefaultConfig();
+  std::string source = "built-in defaults";
+  if (!o.config_path.empty()) {
+    auto loaded = LoadConfigFile(o.config_path);
+    if (!loaded.ok()) {
+      fmt::print(stderr, "fabricctl devices: {}\n", std::string(loaded.status().message()));
+      return kExitUsage;
+    }
+    config = *std::move(loaded);
+    source = o.config_path;
+  }
+  auto inv = DiscoverNode(paths);
+  if (!inv.ok()) {
+    fmt::print(stderr, "fabricctl devices: {}\n", std::string(inv.status().message()));
+    return kExitError;
+  }
+  if (o.format == OutputFormat::kJson) {
+    fmt::print("{}\n", DevicesToJson(*inv, config, source).dump(2));
+  } else {
+    fmt::print("{}", DevicesToText(*inv, config, source));
+  }
+  return kExitOk;
 }
 
 }  // namespace fabric::fabricctl

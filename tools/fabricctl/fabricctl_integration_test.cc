@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -265,6 +266,37 @@ TEST_F(FabricctlCheckTest, MemlockTooLow) {
   EXPECT_EQ(j["verdict"], "memlock-too-low");
   EXPECT_EQ(j["memlock"]["soft_bytes"], 1 << 20);
   EXPECT_EQ(j["memlock"]["cap_ipc_lock"], false);
+}
+
+std::string Tree(const std::string& name) {
+  const char* testdata = std::getenv("FABRIC_TESTDATA");
+  return std::string(testdata ? testdata : "test/testdata") + "/nodes/" + name;
+}
+
+TEST(FabricctlDevicesTest, JsonOverTheP6SampleTree) {
+  RunResult r =
+      RunFabricctl({"devices", "-o", "json", "--sysfs-root", Tree("p6-b200.48xlarge") + "/sys",
+                    "--dev-root", Tree("p6-b200.48xlarge") + "/dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = ParseJson(r);
+  ASSERT_EQ(j["devices"].size(), 10u);
+  for (const auto& d : j["devices"]) {
+    EXPECT_TRUE(d["kind"] == "efa" || d["kind"] == "rdma");
+    EXPECT_TRUE(d.contains("name") && d.contains("pci") && d.contains("numa_node") &&
+                d.contains("ports") && d.contains("netdev") && d.contains("pools"));
+  }
+}
+
+TEST(FabricctlDevicesTest, TextTableAndBadConfig) {
+  RunResult r = RunFabricctl(
+      {"devices", "--sysfs-root", Tree("rxe") + "/sys", "--dev-root", Tree("rxe") + "/dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rxe0"));
+  EXPECT_THAT(r.out, HasSubstr("eth0"));
+  RunResult bad = RunFabricctl(
+      {"devices", "--sysfs-root", Tree("rxe") + "/sys", "--config", "/nonexistent/fabric.yaml"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("nonexistent"));
 }
 
 TEST(FabricctlCliTest, HelpAndUsageErrors) {
