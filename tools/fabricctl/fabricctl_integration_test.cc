@@ -270,7 +270,7 @@ TEST_F(FabricctlCheckTest, MemlockTooLow) {
 
 std::string Tree(const std::string& name) {
   const char* testdata = std::getenv("FABRIC_TESTDATA");
-  return std::string(testdata ? testdata : "test/testdata") + "/nodes/" + name;
+  return std::string(testdata ? testdata : FABRICCTL_TESTDATA) + "/nodes/" + name;
 }
 
 TEST(FabricctlDevicesTest, JsonOverTheP6SampleTree) {
