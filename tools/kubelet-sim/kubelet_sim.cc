@@ -456,15 +456,49 @@ void KubeletSim::UntrackCall(grpc::ClientContext* ctx) {
 // ----------------------------------------------------------- plugin watcher
 
 void KubeletSim::WatcherLoop() {
+  // Like the kubelet's operation executor, every registration runs on its own
+  // thread, so one slow or stale socket (10 s dial) does not hold up others.
+  struct Operation {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Operation> operations;
+  auto reap = [&operations](bool all) {
+    for (auto it = operations.begin(); it != operations.end();) {
+      if (all || it->done->load()) {
+        it->thread.join();
+        it = operations.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
   while (true) {
-    ReconcileWatcher();
+    for (auto& [path, plugin] : ReconcileWatcher()) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      operations.push_back({std::thread([this, path = path, plugin = plugin, done]() mutable {
+                              RegisterWatchedPlugin(path, &plugin);
+                              {
+                                absl::MutexLock l(&mu_);
+                                auto it = watched_.find(path);
+                                if (it != watched_.end() &&
+                                    it->second.identity == plugin.identity) {
+                                  it->second.pending = false;
+                                }
+                              }
+                              done->store(true);
+                            }),
+                            done});
+    }
+    reap(/*all=*/false);
     absl::MutexLock l(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&watcher_stop_), options_.watcher_reconcile_period);
-    if (watcher_stop_) return;
+    if (watcher_stop_) break;
   }
+  reap(/*all=*/true);  // they notice watcher_stop_ and return promptly.
 }
 
-void KubeletSim::ReconcileWatcher() {
+std::vector<std::pair<std::string, KubeletSim::WatchedPlugin>> KubeletSim::ReconcileWatcher() {
   // Desired state: every socket under plugins_registry (recursively), except
   // names starting with '.'.
   std::map<std::string, uint64_t> desired;
@@ -498,11 +532,14 @@ void KubeletSim::ReconcileWatcher() {
     for (const auto& [path, identity] : desired) {
       WatchedPlugin& plugin = watched_[path];
       if (plugin.identity == 0) plugin.identity = identity;
-      if (!plugin.registered && now >= plugin.next_attempt) to_register.emplace_back(path, plugin);
+      if (!plugin.registered && !plugin.pending && now >= plugin.next_attempt) {
+        plugin.pending = true;  // nestedpendingoperations: one operation per socket.
+        to_register.emplace_back(path, plugin);
+      }
     }
   }
   for (const auto& plugin : to_deregister) DeregisterWatchedPlugin(plugin);
-  for (auto& [path, plugin] : to_register) RegisterWatchedPlugin(path, &plugin);
+  return to_register;
 }
 
 void KubeletSim::DeregisterWatchedPlugin(const WatchedPlugin& plugin) {

@@ -222,6 +222,7 @@ class KubeletSim {
   struct WatchedPlugin {
     uint64_t identity = 0;    // inode ^ ctime: a re-created socket is a new plugin.
     bool registered = false;  // in the actual state of the world.
+    bool pending = false;     // a registration attempt is running.
     std::string name;         // PluginInfo.name
     std::string endpoint;     // PluginInfo.endpoint (or the socket path).
     absl::Time next_attempt = absl::InfinitePast();
@@ -246,7 +247,8 @@ class KubeletSim {
   void StartWatcherThread();
   void StopWatcherThread();
   void WatcherLoop();
-  void ReconcileWatcher();
+  // Applies deletions and returns the sockets to register now.
+  std::vector<std::pair<std::string, WatchedPlugin>> ReconcileWatcher();
   void RegisterWatchedPlugin(const std::string& socket_path, WatchedPlugin* plugin);
   void DeregisterWatchedPlugin(const WatchedPlugin& plugin);
   void DropAllEndpoints();

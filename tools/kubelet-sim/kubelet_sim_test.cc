@@ -736,6 +736,23 @@ TEST_F(KubeletSimWatcherTest, ValidationFailureIsNotifiedAndIgnoresDotAndNonSock
   EXPECT_THAT(sim.Resources(), IsEmpty());
 }
 
+TEST_F(KubeletSimWatcherTest, AStaleSocketDoesNotHoldUpOtherPlugins) {
+  KubeletSim& sim = NewSim(WatcherOptions());  // watcher dial timeout stays 10 s
+  ASSERT_OK(sim.StartWatcher());
+  MakeStaleSocket(Reg("a-stale.sock"));  // sorts before good.sock
+  FakePluginConfig config;
+  FakePlugin plugin(Reg("good.sock"), config);
+  plugin.SetDevices({Dev("a", "Healthy")});
+  ASSERT_TRUE(plugin.Start());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(WaitForMessages(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // Stop does not wait out the stale socket's 10 s dial either.
+  const absl::Time stop = absl::Now();
+  sim.Stop();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(2));
+}
+
 TEST_F(KubeletSimWatcherTest, InvalidNameIsRejectedWithTheWatcherText) {
   KubeletSim& sim = NewSim(WatcherOptions());
   ASSERT_OK(sim.StartWatcher());
