@@ -354,6 +354,25 @@ absl::StatusOr<agentpb::GcResponse> CniService::Gc(const agentpb::GcRequest& req
   return resp;
 }
 
+absl::StatusOr<int> CniService::ReconcileGoneNetns() {
+  std::lock_guard<std::mutex> lock(mu_);
+  FABRIC_ASSIGN_OR_RETURN(auto records, store_.LoadAll());
+  int released = 0;
+  for (auto& rec : records) {
+    if (!rec.netns.empty() && PathExists(rec.netns)) continue;
+    std::vector<std::string> warnings;
+    auto all_back = Release(rec, &warnings);
+    if (!all_back.ok() || !*all_back) continue;  // logged by Release; next round
+    if (store_.Remove(rec.key).ok()) {
+      ++released;
+      LogInfo(Component::kCni, "reconcile: released attachment {}/{}/{} of Pod {} (netns gone)",
+              rec.key.network_name, rec.key.container_id, rec.key.ifname,
+              PodName(rec.pod_namespace, rec.pod_name));
+    }
+  }
+  return released;
+}
+
 agentpb::StatusResponse CniService::Status() {
   agentpb::StatusResponse resp;
   // Ready whenever the agent answers: failing STATUS makes the runtime mark

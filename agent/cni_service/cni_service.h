@@ -44,6 +44,13 @@ class CniService {
   absl::StatusOr<agentpb::GcResponse> Gc(const agentpb::GcRequest& req);
   agentpb::StatusResponse Status();
 
+  // Releases records whose Pod netns no longer exists (the sandbox is gone
+  // but no DEL/GC reached the agent, e.g. it was down during DEL; runtimes
+  // do not all send CNI GC). Never touches a record whose netns still exists,
+  // so a kubelet restart cannot make it strip devices from running Pods.
+  // The daemon calls it at start and periodically. Returns records released.
+  absl::StatusOr<int> ReconcileGoneNetns();
+
   // The current attribution (for metrics labels, fabricctl, debugging).
   absl::StatusOr<std::vector<AttachmentRecord>> Attachments() const;
 

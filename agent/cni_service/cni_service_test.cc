@@ -219,6 +219,23 @@ TEST_F(CniServiceTest, DelForGonePodSucceedsAndGcFinishes) {
   EXPECT_EQ(StateFiles(), 0u);
 }
 
+TEST_F(CniServiceTest, ReconcileReleasesOnlyRecordsWhoseNetnsIsGone) {
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());  // shared mode: attribution
+  rdma_.SetMode(NetnsMode::kExclusive);
+  ASSERT_OK(service_->Add(Req("pod-b", netns_b_)).status());
+  // DEL never reached the agent; the sandbox went away and the kernel
+  // returned the device.
+  ::unlink(netns_b_.c_str());
+  rdma_.DestroyNetns(netns_b_);
+  auto released = service_->ReconcileGoneNetns();
+  ASSERT_OK(released.status());
+  EXPECT_EQ(*released, 1);
+  auto left = service_->Attachments();
+  ASSERT_OK(left.status());
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].pod_name, "pod-a");
+}
+
 TEST_F(CniServiceTest, GcReleasesOnlyStaleAttachmentsOfItsNetwork) {
   rdma_.SetMode(NetnsMode::kExclusive);
   ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
