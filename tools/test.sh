@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The README's test command (also what CI runs): installs what is needed,
+# builds, and runs the whole suite:
+#   1. style gate (clang-format),
+#   2. unit + integration tests (ctest),
+#   3. the same under ASan/UBSan, and the threaded parts under TSan,
+#   4. deploy manifest checks,
+#   5. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
+#      where the VM cannot boot).
+# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_E2E=0 skips 5, JOBS=n.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc)}
+OUT=${OUT:-$ROOT/build-test}
+mkdir -p "$OUT"
+failures=()
+step() { echo; echo "=== $*"; }
+record() { if [ "$1" -ne 0 ]; then failures+=("$2"); echo "test.sh: FAILED: $2"; fi; }
+
+tools/install-deps.sh test || { echo "test.sh: dependency install failed"; exit 1; }
+if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/setup.sh ]; then
+  test/e2e/setup.sh || echo "test.sh: e2e dependencies unavailable; the e2e suite will skip"
+fi
+
+step "style: clang-format"
+mapfile -t srcs < <(git ls-files '*.cc' '*.h' | grep -v '^test/testdata/')
+if clang-format --dry-run -Werror "${srcs[@]}" 2> "$OUT/format.log"; then
+  echo "clang-format: ${#srcs[@]} files clean"
+else
+  head -40 "$OUT/format.log"; record 1 "clang-format"
+fi
+
+configure() {  # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" > "$dir.configure.log" 2>&1 \
+    || { cat "$dir.configure.log"; return 1; }
+}
+
+step "build (RelWithDebInfo)"
+mkdir -p "$OUT/main"
+if configure "$OUT/main" && cmake --build "$OUT/main" -j"$JOBS"; then
+  step "unit + integration tests"
+  (cd "$OUT/main" && ctest -LE e2e --output-on-failure -j"$JOBS" --timeout 600)
+  record $? "ctest (main)"
+else
+  record 1 "build (main)"
+fi
+
+if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
+  step "ASan + UBSan"
+  mkdir -p "$OUT/asan"
+  if configure "$OUT/asan" -DFABRIC_SANITIZE=address,undefined && cmake --build "$OUT/asan" -j"$JOBS"; then
+    (cd "$OUT/asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest -LE 'e2e|nosan' --output-on-failure -j"$JOBS" --timeout 900)
+    record $? "ctest (asan+ubsan)"
+  else
+    record 1 "build (asan)"
+  fi
+  step "TSan (threaded parts: device-plugin servers, registration, simulator)"
+  mkdir -p "$OUT/tsan"
+  tsan_targets=(allocation_test agent_integration_test kubelet_sim_test)
+  if configure "$OUT/tsan" -DFABRIC_SANITIZE=thread && \
+     cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent; then
+    (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
+      ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
+    record $? "ctest (tsan)"
+  else
+    record 1 "build (tsan)"
+  fi
+fi
+
+if [ -x deploy/test/check-manifests.sh ]; then
+  step "deploy manifests"
+  FABRIC_BINARY_DIR="$OUT/main" deploy/test/check-manifests.sh
+  record $? "deploy manifests"
+fi
+
+if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then
+  step "e2e: real kernel, soft-RoCE VM"
+  test/e2e/run.sh "$OUT/main" "$OUT/e2e"
+  record $? "e2e"
+fi
+
+echo
+if [ ${#failures[@]} -eq 0 ]; then
+  echo "test.sh: all steps passed"
+  exit 0
+fi
+echo "test.sh: failed steps: ${failures[*]}"
+exit 1
