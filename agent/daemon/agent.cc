@@ -35,16 +35,29 @@ absl::Status Agent::Start() {
   if (!inventory.ok()) return inventory.status();
   LogInfo(Component::kDiscovery, "found {} RDMA device(s){}", inventory->devices.size(),
           inventory->rdma_cm ? "" : " (no rdma_cm)");
+  monitor_ = std::make_unique<HealthMonitor>(
+      options_.paths, config.health,
+      [this](const NodeInventory& inv, const std::map<std::string, DeviceHealth>& health) {
+        OnNodeChanged(inv, health);
+      });
+  // The first advertisement already reflects a port that is down.
+  auto health = monitor_->Prime(*inventory, absl::Now());
   {
     absl::MutexLock lock(&mu_);
     node_.inventory = *inventory;
+    node_.health = health;
     for (const RdmaDevice& d : inventory->devices) node_.known[d.name] = d;
   }
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
-  return plugins_->Start();
+  if (absl::Status s = plugins_->Start(); !s.ok()) return s;
+  monitor_->Start();
+  return absl::OkStatus();
 }
 
-void Agent::Stop() { plugins_->Stop(); }
+void Agent::Stop() {
+  if (monitor_) monitor_->Stop();
+  plugins_->Stop();
+}
 
 absl::Status Agent::Reload() {
   if (options_.config_path.empty()) return absl::OkStatus();
@@ -55,6 +68,7 @@ absl::Status Agent::Reload() {
     return loaded.status();
   }
   LogInfo(Component::kConfig, "config reloaded from {}", options_.config_path);
+  if (monitor_) monitor_->SetConfig(loaded->health);
   return ApplyConfig(*loaded);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
+#include "agent/health/health_monitor.h"
 #include "agent/model/device.h"
 #include "plugin/deviceplugin/plugin_manager.h"
 #include "plugin/deviceplugin/pool_state.h"
@@ -57,6 +58,7 @@ class Agent {
   Config config() const;
   std::vector<std::shared_ptr<PoolState>> pools() const;
   PluginManager& plugins() { return *plugins_; }
+  HealthMonitor* health_monitor() { return monitor_.get(); }
   const AgentOptions& options() const { return options_; }
 
  private:
@@ -67,6 +69,7 @@ class Agent {
 
   const AgentOptions options_;
   std::unique_ptr<PluginManager> plugins_;
+  std::unique_ptr<HealthMonitor> monitor_;
   mutable absl::Mutex mu_;
   Config config_ ABSL_GUARDED_BY(mu_);
   NodeView node_ ABSL_GUARDED_BY(mu_);

@@ -62,6 +62,13 @@ struct RdmaDevice {
   std::string LinkLayer() const { return ports.empty() ? "" : ports.front().link_layer; }
 };
 
+// Health of one device as the agent advertises it.
+struct DeviceHealth {
+  bool healthy = true;
+  std::string reason;  // why Unhealthy: "port 1 DOWN/Disabled", "device removed", ...
+  bool operator==(const DeviceHealth&) const = default;
+};
+
 // Everything found on the node by one discovery pass.
 struct NodeInventory {
   std::vector<RdmaDevice> devices;   // sorted by name (natural order)

@@ -16,12 +16,6 @@
 
 namespace fabric {
 
-// Health of one RDMA device as the agent sees it.
-struct DeviceHealth {
-  bool healthy = true;
-  std::string reason;  // why Unhealthy ("port 1 DOWN/Disabled", "device removed", ...)
-};
-
 // One advertised kubelet device: a whole device (exclusive pools) or one token
 // of a device (shared pools).
 struct PoolUnit {

@@ -1,0 +1,152 @@
+#include "agent/health/health_monitor.h"
+
+#include "agent/discovery/sysfs_discovery.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/fake_sysfs.h"
+#include "test/testing/status_matchers.h"
+
+namespace fabric {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeSysfs;
+
+class HealthMonitorTest : public ::testing::Test {
+ protected:
+  void StartMonitor(HealthConfig cfg = DefaultConfig().health) {
+    cfg.port_hold_down_ms = 2000;
+    cfg.efa.check_interval_ms = 1000;
+    cfg.efa.quiet_period_ms = 60000;
+    monitor_ = std::make_unique<HealthMonitor>(fs_.paths(), cfg,
+                                               [this](const NodeInventory& inv, const auto& h) {
+                                                 published_++;
+                                                 last_inv_ = inv;
+                                                 last_health_ = h;
+                                               });
+    auto inv = DiscoverNode(fs_.paths());
+    ASSERT_OK(inv);
+    last_health_ = monitor_->Prime(*inv, t_);
+  }
+  void Advance(absl::Duration d) { t_ += d; }
+  bool Tick() { return monitor_->Tick(t_); }
+  DeviceHealth H(const std::string& name) { return last_health_[name]; }
+
+  FakeSysfs fs_;
+  std::unique_ptr<HealthMonitor> monitor_;
+  absl::Time t_ = absl::FromUnixSeconds(1000000);
+  int published_ = 0;
+  NodeInventory last_inv_;
+  std::map<std::string, DeviceHealth> last_health_;
+};
+
+TEST_F(HealthMonitorTest, LinkDownUnhealthyWithReasonThenHealthyAfterHoldDown) {
+  fs_.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth2"});
+  StartMonitor();
+  EXPECT_TRUE(H("mlx5_0").healthy);
+  EXPECT_FALSE(Tick());  // nothing changed: nothing published
+
+  fs_.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
+  Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(Tick());
+  EXPECT_FALSE(H("mlx5_0").healthy);
+  EXPECT_EQ(H("mlx5_0").reason, "port 1 DOWN/Disabled");
+
+  fs_.SetPortState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp");
+  Advance(absl::Milliseconds(200));
+  Tick();
+  EXPECT_FALSE(H("mlx5_0").healthy) << "held down";
+  EXPECT_THAT(H("mlx5_0").reason, HasSubstr("holding down"));
+  Advance(absl::Milliseconds(1000));
+  Tick();
+  EXPECT_FALSE(H("mlx5_0").healthy);
+  Advance(absl::Milliseconds(1000));
+  ASSERT_TRUE(Tick());
+  EXPECT_TRUE(H("mlx5_0").healthy);
+  EXPECT_EQ(H("mlx5_0").reason, "");
+}
+
+TEST_F(HealthMonitorTest, FlappingLinkStaysUnhealthy) {
+  fs_.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  StartMonitor();
+  for (int i = 0; i < 10; ++i) {
+    fs_.SetPortState("mlx5_0", 1, i % 2 ? "4: ACTIVE" : "1: DOWN", i % 2 ? "5: LinkUp" : "2: Polling");
+    Advance(absl::Milliseconds(500));
+    Tick();
+    EXPECT_FALSE(H("mlx5_0").healthy) << i;
+  }
+}
+
+TEST_F(HealthMonitorTest, PortDownAtStartIsUnhealthyInTheFirstView) {
+  fs_.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  fs_.SetPortState("mlx5_0", 1, "2: INIT", "5: LinkUp");
+  StartMonitor();
+  EXPECT_FALSE(H("mlx5_0").healthy);
+  EXPECT_EQ(H("mlx5_0").reason, "port 1 INIT/LinkUp");
+}
+
+TEST_F(HealthMonitorTest, EfaCounterGrowthUnhealthyThenQuietPeriodHealthy) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  StartMonitor();
+  EXPECT_TRUE(H("rdmap79s0").healthy);
+  // Traffic counters grow all the time: not a health signal.
+  fs_.SetCounter("rdmap79s0", 1, "tx_bytes", 123456789);
+  Advance(absl::Seconds(1));
+  EXPECT_FALSE(Tick());
+
+  fs_.SetCounter("rdmap79s0", 0, "cmds_err", 3);
+  Advance(absl::Seconds(1));
+  ASSERT_TRUE(Tick());
+  EXPECT_FALSE(H("rdmap79s0").healthy);
+  EXPECT_EQ(H("rdmap79s0").reason, "cmds_err grew by 3 (threshold 1)");
+  EXPECT_TRUE(H("rdmap80s0").healthy);
+
+  // Port-level counters count too.
+  fs_.SetCounter("rdmap80s0", 1, "impaired_remote_conn_events", 1);
+  Advance(absl::Seconds(1));
+  Tick();
+  EXPECT_FALSE(H("rdmap80s0").healthy);
+  EXPECT_THAT(H("rdmap80s0").reason, HasSubstr("impaired_remote_conn_events"));
+
+  Advance(absl::Seconds(59));
+  Tick();
+  EXPECT_TRUE(H("rdmap79s0").healthy);
+  EXPECT_FALSE(H("rdmap80s0").healthy);
+  Advance(absl::Seconds(2));
+  Tick();
+  EXPECT_TRUE(H("rdmap80s0").healthy);
+}
+
+TEST_F(HealthMonitorTest, ConfigurableThreshold) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  HealthConfig cfg;
+  cfg.efa.error_counters = {{"rdma_read_wr_err", 10}};
+  StartMonitor(cfg);
+  fs_.SetCounter("rdmap79s0", 1, "rdma_read_wr_err", 5);
+  Advance(absl::Seconds(1));
+  Tick();
+  EXPECT_TRUE(H("rdmap79s0").healthy);
+  fs_.SetCounter("rdmap79s0", 1, "rdma_read_wr_err", 20);
+  Advance(absl::Seconds(1));
+  Tick();
+  EXPECT_FALSE(H("rdmap79s0").healthy);
+}
+
+TEST_F(HealthMonitorTest, HotPlugIsPublished) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  StartMonitor();
+  fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(Tick());
+  EXPECT_NE(last_inv_.Find("rdmap80s0"), nullptr);
+  EXPECT_TRUE(H("rdmap80s0").healthy);
+  fs_.RemoveDevice("rdmap79s0");
+  Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(Tick());
+  EXPECT_EQ(last_inv_.Find("rdmap79s0"), nullptr);
+  EXPECT_EQ(last_health_.count("rdmap79s0"), 0u);
+}
+
+}  // namespace
+}  // namespace fabric
