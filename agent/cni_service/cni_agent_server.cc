@@ -20,8 +20,13 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// Marks answers that come from the agent itself, so the plugin can tell an
+// agent-side kUnavailable (kubelet unreachable) from failing to reach the agent.
+constexpr char kAnsweredByAgent[] = "fabric-agent-answered";
+
 template <typename T>
-grpc::Status Reply(absl::StatusOr<T> r, T* out) {
+grpc::Status Reply(grpc::ServerContext* ctx, absl::StatusOr<T> r, T* out) {
+  ctx->AddTrailingMetadata(kAnsweredByAgent, "1");
   if (!r.ok()) return ToGrpc(r.status());
   *out = std::move(*r);
   return grpc::Status::OK;
@@ -44,24 +49,25 @@ class CniAgentServer::Impl final : public agentpb::CniAgent::Service {
  public:
   explicit Impl(CniService* service) : service_(service) {}
 
-  grpc::Status Add(grpc::ServerContext*, const agentpb::CniRequest* req,
+  grpc::Status Add(grpc::ServerContext* ctx, const agentpb::CniRequest* req,
                    agentpb::CniResponse* resp) override {
-    return Reply(service_->Add(*req), resp);
+    return Reply(ctx, service_->Add(*req), resp);
   }
-  grpc::Status Del(grpc::ServerContext*, const agentpb::CniRequest* req,
+  grpc::Status Del(grpc::ServerContext* ctx, const agentpb::CniRequest* req,
                    agentpb::CniResponse* resp) override {
-    return Reply(service_->Del(*req), resp);
+    return Reply(ctx, service_->Del(*req), resp);
   }
-  grpc::Status Check(grpc::ServerContext*, const agentpb::CniRequest* req,
+  grpc::Status Check(grpc::ServerContext* ctx, const agentpb::CniRequest* req,
                      agentpb::CniResponse* resp) override {
-    return Reply(service_->Check(*req), resp);
+    return Reply(ctx, service_->Check(*req), resp);
   }
-  grpc::Status Gc(grpc::ServerContext*, const agentpb::GcRequest* req,
+  grpc::Status Gc(grpc::ServerContext* ctx, const agentpb::GcRequest* req,
                   agentpb::GcResponse* resp) override {
-    return Reply(service_->Gc(*req), resp);
+    return Reply(ctx, service_->Gc(*req), resp);
   }
-  grpc::Status Status(grpc::ServerContext*, const agentpb::StatusRequest*,
+  grpc::Status Status(grpc::ServerContext* ctx, const agentpb::StatusRequest*,
                       agentpb::StatusResponse* resp) override {
+    ctx->AddTrailingMetadata(kAnsweredByAgent, "1");
     *resp = service_->Status();
     return grpc::Status::OK;
   }

@@ -58,17 +58,15 @@ class GrpcAgentClient : public AgentClient {
     grpc::Status s = fn(&ctx, &resp);
     if (s.ok()) return resp;
     std::string msg = s.error_message();
-    // The server never sends UNAVAILABLE with this channel-level text; it is
-    // gRPC failing to connect (agent stopped, stale socket).
-    bool transport = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                     (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                      (msg.find("connect") != std::string::npos ||
-                       msg.find("Socket closed") != std::string::npos ||
-                       msg.find("failed to") != std::string::npos));
-    if (transport) {
+    // The agent tags every answer; an error without the tag never reached it
+    // (agent stopped, stale socket, deadline while connecting).
+    bool answered = ctx.GetServerTrailingMetadata().count("fabric-agent-answered") > 0;
+    if (!answered && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                      s.error_code() == grpc::StatusCode::UNIMPLEMENTED)) {
       unreachable_ = true;
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          absl::StrCat("fabric agent unreachable at ", socket_path_, ": ", msg));
+      return absl::UnavailableError(
+          absl::StrCat("fabric agent unreachable at ", socket_path_, ": ", msg));
     }
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
   }

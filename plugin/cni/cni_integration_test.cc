@@ -359,6 +359,20 @@ TEST_F(CniIntegrationTest, AgentDownErrorPaths) {
   Chain("DEL", ChainConf("1.0.0"), netns, "c-down2", "pod-a");
 }
 
+TEST_F(CniIntegrationTest, KubeletDownIsTryAgainLaterFromTheAgent) {
+  std::string netns = NewNetns("kub");
+  std::string in =
+      Write("kub.json", R"({"cniVersion":"1.1.0","name":"n","type":"fabric-cni","agentSocket":")" +
+                            agent_socket_ + "\"}");
+  pods_.Stop();  // the kubelet's PodResources socket goes away; the agent is up
+  auto add = Raw("ADD", in, "-netns " + netns + " -cid c-kub -args '" + PodArgs("pod-a") + "'");
+  EXPECT_EQ(add.exit_code, 1);
+  EXPECT_EQ(ErrorCode(add), 11) << add.out;
+  EXPECT_THAT(add.out, HasSubstr("PodResources"));
+  EXPECT_THAT(add.out, ::testing::Not(HasSubstr("agent unreachable")));
+  EXPECT_EQ(Raw("STATUS", in).exit_code, 0);
+}
+
 TEST_F(CniIntegrationTest, MalformedInputErrors) {
   std::string netns = NewNetns("bad");
   auto garbage = Raw("ADD", Write("bad.json", "{\"cniVersion\": \"1.0.0\", "),

@@ -35,7 +35,8 @@ class FileLogSink {
 };
 
 PluginOutput Fail(const CniError& e, const Invocation* inv) {
-  LogError(Component::kCni, "{}: {} {}", e.code, e.msg, e.details);
+  LogError(Component::kCni, "CNI error {}: {}{}", e.code, e.msg,
+           e.details.empty() ? "" : "; " + e.details);
   return PluginOutput{1, ErrorJson(e, inv ? inv->cni_version : "")};
 }
 
