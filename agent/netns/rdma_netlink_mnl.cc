@@ -17,47 +17,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
-
-#if __has_include(<rdma/rdma_netlink.h>)
-#include <rdma/rdma_netlink.h>
-#define FABRIC_HAVE_RDMA_NETLINK_H 1
-#endif
+#include "agent/netns/rdma_netlink_wire.h"
 
 namespace fabric::netns {
 namespace {
 
-#ifdef FABRIC_HAVE_RDMA_NETLINK_H
-constexpr int kNlNldev = RDMA_NL_NLDEV;
-constexpr int kCmdGet = RDMA_NLDEV_CMD_GET;
-constexpr int kCmdSet = RDMA_NLDEV_CMD_SET;
-constexpr int kCmdSysGet = RDMA_NLDEV_CMD_SYS_GET;
-constexpr int kAttrDevIndex = RDMA_NLDEV_ATTR_DEV_INDEX;
-constexpr int kAttrDevName = RDMA_NLDEV_ATTR_DEV_NAME;
-constexpr int kAttrNetNsFd = RDMA_NLDEV_NET_NS_FD;
-constexpr int kAttrSysNetnsMode = RDMA_NLDEV_SYS_ATTR_NETNS_MODE;
-constexpr int kAttrMax = RDMA_NLDEV_ATTR_MAX;
-#else
-// Linux UAPI include/uapi/rdma/rdma_netlink.h (stable ABI); the header is
-// missing from this build environment, so the values are spelled out.
-constexpr int kNlNldev = 5;
-constexpr int kCmdGet = 1;
-constexpr int kCmdSet = 2;
-constexpr int kCmdSysGet = 6;
-constexpr int kAttrDevIndex = 1;
-constexpr int kAttrDevName = 2;
-constexpr int kAttrNetNsFd = 68;
-constexpr int kAttrSysNetnsMode = 66;
-constexpr int kAttrMax = 128;
-#endif
-static_assert(kNlNldev == 5 && kCmdGet == 1 && kCmdSet == 2 && kCmdSysGet == 6);
-static_assert(kAttrDevIndex == 1 && kAttrDevName == 2 && kAttrNetNsFd == 68 &&
-              kAttrSysNetnsMode == 66);
-
 #ifndef NETLINK_RDMA
 #define NETLINK_RDMA 20
 #endif
-
-constexpr uint16_t NlType(int op) { return static_cast<uint16_t>((kNlNldev << 10) + op); }
 
 class UniqueFd {
  public:
@@ -162,53 +129,44 @@ absl::Status Transact(mnl_socket* s, nlmsghdr* nlh, mnl_cb_t cb, void* data, int
   return absl::OkStatus();
 }
 
-struct Attrs {
-  const nlattr* tb[kAttrMax + 1] = {};
-};
-
-int CollectAttr(const nlattr* attr, void* data) {
-  auto* attrs = static_cast<Attrs*>(data);
-  int type = mnl_attr_get_type(attr);
-  if (type < 0 || type > kAttrMax) return MNL_CB_OK;  // newer kernel attribute
-  if (type == kAttrDevIndex && mnl_attr_validate(attr, MNL_TYPE_U32) < 0) return MNL_CB_ERROR;
-  if (type == kAttrDevName && mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0) {
-    return MNL_CB_ERROR;
-  }
-  if (type == kAttrSysNetnsMode && mnl_attr_validate(attr, MNL_TYPE_U8) < 0) return MNL_CB_ERROR;
-  attrs->tb[type] = attr;
-  return MNL_CB_OK;
-}
-
 int OnDevice(const nlmsghdr* nlh, void* data) {
-  Attrs a;
-  if (mnl_attr_parse(nlh, 0, CollectAttr, &a) != MNL_CB_OK) return MNL_CB_ERROR;
-  if (!a.tb[kAttrDevIndex] || !a.tb[kAttrDevName]) return MNL_CB_OK;
-  static_cast<std::vector<RdmaLink>*>(data)->push_back(
-      RdmaLink{mnl_attr_get_u32(a.tb[kAttrDevIndex]), mnl_attr_get_str(a.tb[kAttrDevName])});
-  return MNL_CB_OK;
+  RdmaLink link;
+  switch (wire::ParseDevice(nlh, &link)) {
+    case wire::ParseResult::kOk:
+      static_cast<std::vector<RdmaLink>*>(data)->push_back(std::move(link));
+      return MNL_CB_OK;
+    case wire::ParseResult::kAbsent:
+      return MNL_CB_OK;
+    case wire::ParseResult::kMalformed:
+      break;
+  }
+  errno = EBADMSG;
+  return MNL_CB_ERROR;
 }
 
 struct ModeReply {
   bool seen = false;
-  uint8_t mode = 1;
+  NetnsMode mode = NetnsMode::kShared;
 };
 
 int OnSys(const nlmsghdr* nlh, void* data) {
-  Attrs a;
-  if (mnl_attr_parse(nlh, 0, CollectAttr, &a) != MNL_CB_OK) return MNL_CB_ERROR;
   auto* reply = static_cast<ModeReply*>(data);
-  if (a.tb[kAttrSysNetnsMode]) {
-    reply->seen = true;
-    reply->mode = mnl_attr_get_u8(a.tb[kAttrSysNetnsMode]);
+  switch (wire::ParseNetnsMode(nlh, &reply->mode)) {
+    case wire::ParseResult::kOk:
+      reply->seen = true;
+      return MNL_CB_OK;
+    case wire::ParseResult::kAbsent:
+      return MNL_CB_OK;
+    case wire::ParseResult::kMalformed:
+      break;
   }
-  return MNL_CB_OK;
+  errno = EBADMSG;
+  return MNL_CB_ERROR;
 }
 
 absl::StatusOr<std::vector<RdmaLink>> Dump(mnl_socket* s, const std::string& where) {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
-  nlh->nlmsg_type = NlType(kCmdGet);
-  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP;
+  nlmsghdr* nlh = wire::PutDevDump(buf.data());
   std::vector<RdmaLink> links;
   int err;
   auto st = Transact(s, nlh, OnDevice, &links, &err);
@@ -241,17 +199,14 @@ absl::StatusOr<NetnsMode> MnlRdmaNetlink::GetNetnsMode() {
   auto s = OpenSocketHere();
   if (!s.ok()) return s.status();
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
-  nlh->nlmsg_type = NlType(kCmdSysGet);
-  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  nlmsghdr* nlh = wire::PutSysGet(buf.data());
   ModeReply reply;
   int err;
   auto st = Transact(s->get(), nlh, OnSys, &reply, &err);
   if (!st.ok()) return st;
   if (err != 0) return ErrnoError(err, "rdma system get", "(netns mode)");
   // Kernels before 5.3 have no attribute and no exclusive mode.
-  if (!reply.seen) return NetnsMode::kShared;
-  return reply.mode == 0 ? NetnsMode::kExclusive : NetnsMode::kShared;
+  return reply.seen ? reply.mode : NetnsMode::kShared;
 }
 
 absl::StatusOr<std::vector<RdmaLink>> MnlRdmaNetlink::ListDevices(const std::string& netns_path) {
@@ -285,11 +240,7 @@ absl::Status MnlRdmaNetlink::MoveDevice(const std::string& device, const std::st
     target = target_fd.get();
   }
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
-  nlh->nlmsg_type = NlType(kCmdSet);
-  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-  mnl_attr_put_u32(nlh, kAttrDevIndex, link->index);
-  mnl_attr_put_u32(nlh, kAttrNetNsFd, static_cast<uint32_t>(target));
+  nlmsghdr* nlh = wire::PutDevSetNetns(buf.data(), link->index, static_cast<uint32_t>(target));
   int err;
   auto st = Transact(s->get(), nlh, nullptr, nullptr, &err);
   if (!st.ok()) return st;
