@@ -122,7 +122,8 @@ bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
         track.down = false;
         track.up_since = absl::InfinitePast();
       } else if (problem.empty()) {
-        problem = absl::StrCat(track.last_problem, " (link back up, holding down)");
+        // Same reason as while down: no new message while it settles.
+        problem = track.last_problem;
       }
     }
   }
