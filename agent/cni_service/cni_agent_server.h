@@ -17,6 +17,10 @@ class Server;
 
 namespace fabric::cni_service {
 
+// The agent's --agent-socket default; fabric-cni's "agentSocket" default
+// (plugin/cni/cni_config.h) is the same path.
+inline constexpr char kDefaultAgentSocketPath[] = "/var/run/fabric-agent/agent.sock";
+
 class CniAgentServer {
  public:
   explicit CniAgentServer(CniService* service);

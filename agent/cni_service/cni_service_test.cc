@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "agent/base/file_util.h"
+#include "agent/cni_service/cni_agent_server.h"
 #include "agent/netns/fake_rdma_netlink.h"
 #include "test/testing/status_matchers.h"
 
@@ -304,6 +306,22 @@ TEST_F(CniServiceTest, KubeletUnreachableIsUnavailable) {
   auto resp = service_->Add(Req("pod-a", netns_a_));
   EXPECT_THAT(resp, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(std::string(resp.status().message()), HasSubstr("PodResources"));
+}
+
+TEST_F(CniServiceTest, ServerSocketIsPrivateAndDirectoryCreated) {
+  CniAgentServer server(service_.get());
+  std::string socket = dir_ + "/run/fabric/agent.sock";
+  ASSERT_OK(server.Start(socket));
+  struct stat st;
+  ASSERT_EQ(::stat(socket.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ + "/run/fabric").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  server.Stop();
+  EXPECT_FALSE(PathExists(socket));
+  EXPECT_THAT(server.Start(dir_ + "/" + std::string(120, 'x')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(CniServiceTest, StatusIsReadyAndNamesMode) {
