@@ -194,7 +194,14 @@ absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& 
   }
   AttachmentKey key = KeyOf(req);
   FABRIC_ASSIGN_OR_RETURN(auto existing, store_.Load(key));
-  if (existing) return ToResponse(*existing);  // a retried ADD: already done
+  if (existing) {
+    if (existing->release_pending) {
+      return absl::FailedPreconditionError(
+          "a previous ADD or DEL of this attachment left RDMA devices outside the host netns; "
+          "the runtime's DEL (or CNI GC) must release them first");
+    }
+    return ToResponse(*existing);  // a retried ADD: already done
+  }
 
   FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFor(req.pod_namespace(), req.pod_name()));
   if (plan.devices.empty()) {
