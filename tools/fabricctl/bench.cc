@@ -95,9 +95,9 @@ Outcome<OpenedFabric> OpenFabric(const std::string& provider, const std::string&
     return {std::nullopt,
             {kExitProviderMissing,
              fmt::format("provider '{}'{} is not available here for FI_EP_RDM with FI_RMA "
-                         "(fi_getinfo: {}); refusing to measure another provider",
+                         "({}); refusing to measure another provider",
                          provider, domain.empty() ? "" : " domain '" + domain + "'",
-                         fi_strerror(FI_ENODATA))}};
+                         std::string(FabricError(ret, "fi_getinfo").message()))}};
   }
   if (ret != 0) return {std::nullopt, FailWith(FabricError(ret, "fi_getinfo"))};
   // Keep only the first entry: that is the one we open.
@@ -629,6 +629,11 @@ std::string BenchResultToText(const BenchResult& r) {
 }
 
 int RunBench(const BenchOptions& o) {
+  // ofi_rxm sizes each verbs CQ as (msg tx + msg rx) * FI_UNIVERSE_SIZE =
+  // (128 + 128) * 256 = 65536 entries, above soft-RoCE's max_cqe (32767), so
+  // fi_enable fails with -FI_EINVAL (fi_pingpong -p verbs -e rdm too). Two
+  // processes per endpoint need no universe of 256; an explicit value wins.
+  setenv("FI_UNIVERSE_SIZE", "64", /*overwrite=*/0);
   // Nothing from libfabric may be initialised before the fork below.
   switch (o.role) {
     case BenchOptions::Role::kListen: {
