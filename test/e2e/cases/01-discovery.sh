@@ -37,21 +37,19 @@ if ((rc != 0)); then
 fi
 cat "$OUT/devices.json"
 jq -e . "$OUT/devices.json" >/dev/null || fail "fabricctl devices -o json is not JSON"
-# The device object: the first object anywhere in the document named IBDEV.
-dev=$(jq -c --arg n "$IBDEV" '[.. | objects | select(.name? == $n and (has("ports") or has("uverbs")))] | first // empty' "$OUT/devices.json")
+dev=$(jq -c --arg n "$IBDEV" '.devices[]? | select(.name == $n)' "$OUT/devices.json")
 [[ -n $dev ]] || fail "fabricctl devices does not list $IBDEV"
 log "device: $dev"
 q() { jq -r "$1" <<<"$dev"; }
-[[ $(q '.kind') == rdma ]] || fail "$IBDEV kind '$(q .kind)', want rdma"
-[[ $(q '.pci // null') == null ]] || fail "$IBDEV has PCI info $(q .pci), want none"
-# uverbs numbers: accept {major,minor}, "dev":"M:m" or {path,major,minor} shapes.
-got=$(q '.uverbs | if type == "object" then (if has("major") then "\(.major):\(.minor)" else (.dev // "") end) else "" end')
-[[ $got == "$kdev" ]] || fail "$IBDEV uverbs numbers '$got', kernel says $kdev"
-upath=$(q '.uverbs | if type == "object" then (.path // .rel_path // "") else . end')
-[[ $upath == *"$uverbs" ]] || fail "$IBDEV uverbs path '$upath', want .../$uverbs"
-pstate=$(q '.ports[0].state')
-[[ $pstate == ACTIVE || $pstate == "4: ACTIVE" ]] || fail "$IBDEV port state '$pstate', want ACTIVE"
+[[ $(q .kind) == rdma ]] || fail "$IBDEV kind '$(q .kind)', want rdma"
+[[ $(q .pci) == null ]] || fail "$IBDEV has PCI info $(q .pci), want none"
+[[ $(q .uverbs.dev) == "$kdev" ]] || fail "$IBDEV uverbs '$(q .uverbs.dev)', kernel says $kdev"
+[[ $(q .uverbs.path) == "/dev/infiniband/$uverbs" ]] || fail "$IBDEV uverbs path '$(q .uverbs.path)'"
+[[ $(q '.ports[0].state') == ACTIVE ]] || fail "$IBDEV port state '$(q '.ports[0].state')', want ACTIVE"
 [[ $(q '.ports[0].link_layer') == Ethernet ]] || fail "$IBDEV link_layer '$(q '.ports[0].link_layer')'"
-netdevs=$(q '[.netdevs[]?, .netdev?, .ports[]?.netdev?] | map(select(. != null and . != "")) | unique | join(",")')
-[[ ,$netdevs, == *",$NETDEV,"* ]] || fail "$IBDEV netdev '$netdevs', want $NETDEV"
-pass
+[[ $(q .netdev) == "$NETDEV" ]] || fail "$IBDEV netdev '$(q .netdev)', want $NETDEV"
+cm=$(jq -r '.rdma_cm.dev // empty' "$OUT/devices.json")
+[[ $cm == "$cm_sysfs" ]] || fail "rdma_cm '$cm', kernel says $cm_sysfs"
+pool=$(jq -r '.pools[]? | select(.name == "device.gpustack.ai/rdma") | .devices | join(",")' "$OUT/devices.json")
+[[ $pool == "$IBDEV" ]] || fail "pool device.gpustack.ai/rdma selects '$pool', want $IBDEV"
+pass "fabricctl devices: $IBDEV rdma, no PCI, $uverbs=$kdev, ACTIVE Ethernet on $NETDEV, rdma_cm $cm"

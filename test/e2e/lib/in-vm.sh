@@ -35,7 +35,7 @@ for c in "$@"; do
   name=$(basename "$c" .sh)
   export E2E_CASE_OUT=$OUTDIR/cases/$name
   mkdir -p "$E2E_CASE_OUT"
-  limit=${E2E_CASE_TIMEOUT:-150}
+  limit=${E2E_CASE_TIMEOUT:-240}
   t0=$(date +%s.%N)
   # setsid: the case leads its own process group, so whatever it leaves
   # running (agent, servers) is ended below by that group id.
