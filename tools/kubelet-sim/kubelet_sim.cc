@@ -143,7 +143,7 @@ KubeletSim::~KubeletSim() { Stop(); }
 // ---------------------------------------------------------------- lifecycle
 
 absl::Status KubeletSim::Start() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   if (server_) return absl::FailedPreconditionError("kubelet-sim already serving");
   FABRIC_RETURN_IF_ERROR(MkdirAll(device_plugin_dir_, 0750));
   FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_));
@@ -152,7 +152,7 @@ absl::Status KubeletSim::Start() {
 
 absl::Status KubeletSim::StartServing() {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     stopping_ = false;
   }
   service_ = std::make_unique<RegistrationService>(this);
@@ -166,7 +166,7 @@ absl::Status KubeletSim::StartServing() {
     service_.reset();
     return absl::UnavailableError("kubelet-sim: cannot serve on " + KubeletSocket());
   }
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   kubelet_sock_created_ = created;
   NotifyLocked();
   LogInfo(Component::kSim, "serving v1beta1.Registration on {}", KubeletSocket());
@@ -175,7 +175,7 @@ absl::Status KubeletSim::StartServing() {
 
 void KubeletSim::StopServing() {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     stopping_ = true;
     for (grpc::ClientContext* ctx : inflight_) ctx->TryCancel();
     NotifyLocked();
@@ -189,7 +189,7 @@ void KubeletSim::StopServing() {
 }
 
 absl::Status KubeletSim::StartWatcher() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   if (watcher_enabled_) return absl::OkStatus();
   FABRIC_RETURN_IF_ERROR(MkdirAll(device_plugin_dir_, 0750));
   FABRIC_RETURN_IF_ERROR(MkdirAll(plugins_registry_dir_, 0755));
@@ -206,7 +206,7 @@ absl::Status KubeletSim::StartWatcher() {
 
 void KubeletSim::StartWatcherThread() {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     watcher_stop_ = false;
     watched_.clear();  // a new kubelet process starts with an empty actual state.
   }
@@ -215,27 +215,28 @@ void KubeletSim::StartWatcherThread() {
 
 void KubeletSim::StopWatcherThread() {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     watcher_stop_ = true;
     for (grpc::ClientContext* ctx : inflight_) ctx->TryCancel();
+    NotifyLocked();
   }
   if (watcher_thread_.joinable()) watcher_thread_.join();
   // Only in-flight watcher calls were to be cancelled; later calls are fine.
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   watcher_stop_ = false;
 }
 
 void KubeletSim::DropAllEndpoints() {
   std::vector<std::shared_ptr<Endpoint>> endpoints;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     endpoints = all_endpoints_;
   }
   for (auto& ep : endpoints) ep->list_and_watch_context.TryCancel();
   for (auto& ep : endpoints) {
     if (ep->thread.joinable()) ep->thread.join();
   }
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   for (auto& [name, state] : resources_) state.endpoint.reset();
   // Dropping the last references closes the connections, as process exit would.
   all_endpoints_.clear();
@@ -243,14 +244,14 @@ void KubeletSim::DropAllEndpoints() {
 }
 
 void KubeletSim::Stop() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   StopWatcherThread();
   StopServing();
   DropAllEndpoints();
 }
 
 absl::Status KubeletSim::Restart() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
+  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   LogInfo(Component::kSim, "simulating a kubelet restart");
   StopWatcherThread();
   StopServing();
@@ -259,7 +260,7 @@ absl::Status KubeletSim::Restart() {
     // The new process restores allocations and resource names from the
     // checkpoint; every resource gets an empty device set and a stopped
     // endpoint, so capacity is 0 until its plugin registers again.
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     const absl::Time now = absl::Now();
     for (auto& [name, state] : resources_) {
       state.endpoint.reset();
@@ -283,12 +284,12 @@ absl::Status KubeletSim::Restart() {
 }
 
 absl::Time KubeletSim::KubeletSocketCreatedAt() const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return kubelet_sock_created_;
 }
 
 int KubeletSim::RestartCount() const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return restart_count_;
 }
 
@@ -320,7 +321,7 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
     error = ConnectClient(
         request.resource_name(), event.socket_path,
         [this, ctx] {
-          absl::MutexLock l(&mu_);
+          std::lock_guard<std::mutex> l(mu_);
           return stopping_ || ctx->IsCancelled();
         },
         &event);
@@ -362,7 +363,7 @@ std::string KubeletSim::ConnectClient(const std::string& resource, const std::st
   endpoint->stub = std::move(stub);
   endpoint->options = plugin_options;
 
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   if (stopping_) return "kubelet-sim is shutting down";
   endpoint->id = next_endpoint_id_++;
   ResourceState& state = resources_[resource];
@@ -397,7 +398,7 @@ void KubeletSim::RunListAndWatch(std::shared_ptr<Endpoint> endpoint) {
 
 void KubeletSim::OnListAndWatch(const std::shared_ptr<Endpoint>& endpoint,
                                 const v1beta1::ListAndWatchResponse& response) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(endpoint->resource);
   if (it == resources_.end()) return;
   ResourceState& state = it->second;
@@ -419,7 +420,7 @@ void KubeletSim::OnListAndWatch(const std::shared_ptr<Endpoint>& endpoint,
 }
 
 void KubeletSim::OnDisconnected(const std::shared_ptr<Endpoint>& endpoint) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   endpoint->disconnected = true;
   NotifyLocked();
   auto it = resources_.find(endpoint->resource);
@@ -437,19 +438,19 @@ void KubeletSim::OnDisconnected(const std::shared_ptr<Endpoint>& endpoint) {
 }
 
 void KubeletSim::RecordEvent(RegistrationEvent event) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   events_.push_back(std::move(event));
   NotifyLocked();
 }
 
 void KubeletSim::TrackCall(grpc::ClientContext* ctx) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   inflight_.insert(ctx);
   if (stopping_ || watcher_stop_) ctx->TryCancel();
 }
 
 void KubeletSim::UntrackCall(grpc::ClientContext* ctx) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   inflight_.erase(ctx);
 }
 
@@ -479,7 +480,7 @@ void KubeletSim::WatcherLoop() {
       operations.push_back({std::thread([this, path = path, plugin = plugin, done]() mutable {
                               RegisterWatchedPlugin(path, &plugin);
                               {
-                                absl::MutexLock l(&mu_);
+                                std::lock_guard<std::mutex> l(mu_);
                                 auto it = watched_.find(path);
                                 if (it != watched_.end() &&
                                     it->second.identity == plugin.identity) {
@@ -491,8 +492,9 @@ void KubeletSim::WatcherLoop() {
                             done});
     }
     reap(/*all=*/false);
-    absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&watcher_stop_), options_.watcher_reconcile_period);
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, absl::ToChronoNanoseconds(options_.watcher_reconcile_period),
+                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return watcher_stop_; });
     if (watcher_stop_) break;
   }
   reap(/*all=*/true);  // they notice watcher_stop_ and return promptly.
@@ -518,7 +520,7 @@ std::vector<std::pair<std::string, KubeletSim::WatchedPlugin>> KubeletSim::Recon
   std::vector<WatchedPlugin> to_deregister;
   std::vector<std::pair<std::string, WatchedPlugin>> to_register;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     for (auto w = watched_.begin(); w != watched_.end();) {
       auto d = desired.find(w->first);
       if (d == desired.end() || d->second != w->second.identity) {
@@ -546,7 +548,7 @@ void KubeletSim::DeregisterWatchedPlugin(const WatchedPlugin& plugin) {
   LogInfo(Component::kSim, "plugin watcher: deregistering {} ({})", plugin.name, plugin.endpoint);
   std::shared_ptr<Endpoint> endpoint;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto it = resources_.find(plugin.name);
     if (it != resources_.end()) endpoint = it->second.endpoint;
   }
@@ -563,13 +565,13 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   event.socket_path = socket_path;
   event.at = absl::Now();
   auto aborted = [this] {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return watcher_stop_;
   };
   // Failures before the plugin enters the actual state are retried with
   // exponential backoff by the reconciler.
   auto retry_later = [&](const std::string& error) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto it = watched_.find(socket_path);
     if (it != watched_.end() && it->second.identity == plugin->identity) {
       WatchedPlugin& w = it->second;
@@ -668,7 +670,7 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   // AddPlugin to the actual state before RegisterPlugin, so a deletion during
   // registration is handled as a deregistration; no retries from here on.
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto it = watched_.find(socket_path);
     if (it != watched_.end() && it->second.identity == plugin->identity) {
       it->second.registered = true;
@@ -694,7 +696,7 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
         "RegisterPlugin error -- failed to send registration status at socket {}, err: {}",
         socket_path, GoGrpcError(notified));
     LogWarn(Component::kSim, "{}", error);
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
       if (it->path == RegistrationPath::kPluginWatcher && it->socket_path == endpoint &&
           it->at == event.at) {
@@ -714,7 +716,7 @@ bool KubeletSim::ExpiredLocked(const ResourceState& state) const {
 }
 
 std::vector<std::string> KubeletSim::Resources() const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   std::vector<std::string> out;
   for (const auto& [name, state] : resources_) {
     if (!ExpiredLocked(state)) out.push_back(name);
@@ -723,7 +725,7 @@ std::vector<std::string> KubeletSim::Resources() const {
 }
 
 std::vector<SimDevice> KubeletSim::Devices(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   std::vector<SimDevice> out;
   auto it = resources_.find(resource);
   if (it == resources_.end()) return out;
@@ -739,71 +741,71 @@ std::vector<SimDevice> KubeletSim::Devices(const std::string& resource) const {
 }
 
 int KubeletSim::Capacity(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   if (it == resources_.end() || ExpiredLocked(it->second)) return 0;
   return static_cast<int>(it->second.healthy.size() + it->second.unhealthy.size());
 }
 
 int KubeletSim::Allocatable(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   if (it == resources_.end() || ExpiredLocked(it->second)) return 0;
   return static_cast<int>(it->second.healthy.size());
 }
 
 bool KubeletSim::EndpointStopped(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   return it == resources_.end() || it->second.stopped;
 }
 
 std::optional<v1beta1::DevicePluginOptions> KubeletSim::PluginOptions(
     const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   if (it == resources_.end() || !it->second.endpoint) return std::nullopt;
   return it->second.endpoint->options;
 }
 
 std::string KubeletSim::EndpointPath(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   if (it == resources_.end() || !it->second.endpoint) return "";
   return it->second.endpoint->socket_path;
 }
 
 std::vector<RegistrationEvent> KubeletSim::Registrations() const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return events_;
 }
 
 int KubeletSim::ListAndWatchMessages(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   return it == resources_.end() ? 0 : it->second.messages;
 }
 
 int KubeletSim::AllocateCalls(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   return it == resources_.end() ? 0 : it->second.allocate_calls;
 }
 
 int KubeletSim::PreferredAllocationCalls(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   return it == resources_.end() ? 0 : it->second.preferred_calls;
 }
 
 int KubeletSim::PreStartCalls(const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   return it == resources_.end() ? 0 : it->second.pre_start_calls;
 }
 
 std::vector<AllocationRecord> KubeletSim::Allocations() const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   std::vector<AllocationRecord> out;
   for (const auto& [key, record] : allocations_) out.push_back(record);
   return out;
@@ -814,17 +816,16 @@ bool KubeletSim::WaitFor(const std::function<bool()>& pred, absl::Duration timeo
   while (true) {
     uint64_t seen;
     {
-      absl::ReaderMutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       seen = generation_;
     }
     if (pred()) return true;
-    absl::MutexLock l(&mu_);
-    auto changed = [this, seen]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return generation_ != seen; };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&changed), deadline)) {
-      mu_.Unlock();
-      bool result = pred();
-      mu_.Lock();
-      return result;
+    std::unique_lock<std::mutex> l(mu_);
+    if (!cv_.wait_until(l, absl::ToChronoTime(deadline),
+                        [this, seen]()
+                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return generation_ != seen; })) {
+      l.unlock();
+      return pred();
     }
   }
 }
@@ -833,7 +834,7 @@ bool KubeletSim::WaitFor(const std::function<bool()>& pred, absl::Duration timeo
 
 absl::StatusOr<std::shared_ptr<KubeletSim::Endpoint>> KubeletSim::CurrentEndpoint(
     const std::string& resource) const {
-  absl::ReaderMutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = resources_.find(resource);
   if (it == resources_.end() || !it->second.endpoint) {
     return absl::NotFoundError(
@@ -860,7 +861,7 @@ absl::StatusOr<v1beta1::AllocateResponse> KubeletSim::AllocateIds(
   grpc::Status status = endpoint->stub->Allocate(&ctx, request, &response);
   UntrackCall(&ctx);
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     ++resources_[resource].allocate_calls;
     NotifyLocked();
   }
@@ -883,7 +884,7 @@ absl::StatusOr<v1beta1::PreferredAllocationResponse> KubeletSim::Preferred(
   grpc::Status status = endpoint->stub->GetPreferredAllocation(&ctx, request, &response);
   UntrackCall(&ctx);
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     ++resources_[resource].preferred_calls;
     NotifyLocked();
   }
@@ -903,7 +904,7 @@ absl::Status KubeletSim::PreStart(const std::string& resource,
   grpc::Status status = endpoint->stub->PreStartContainer(&ctx, request, &response);
   UntrackCall(&ctx);
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     ++resources_[resource].pre_start_calls;
     NotifyLocked();
   }
@@ -921,7 +922,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
   int needed = count;
   {
     // devicesToAllocate, in its order of checks.
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto existing = allocations_.find(key);
     if (existing != allocations_.end()) {
       const int have = static_cast<int>(existing->second.device_ids.size());
@@ -1001,11 +1002,11 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
     if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
   }
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     allocated_devices_[resource].insert(chosen.begin(), chosen.end());
   }
   auto restore_allocated = [&] {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto& in_use = allocated_devices_[resource];
     for (const auto& id : chosen) in_use.erase(id);
   };
@@ -1027,7 +1028,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
   record.resource = resource;
   record.device_ids = chosen;
   record.response = response->container_responses(0);
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   const ResourceState& state = resources_[resource];
   for (const auto& id : chosen) {
     const v1beta1::Device* device = nullptr;
@@ -1052,7 +1053,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
 absl::Status KubeletSim::StartContainer(const std::string& pod, const std::string& container) {
   std::vector<AllocationRecord> records;
   {
-    absl::ReaderMutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     for (const auto& [key, record] : allocations_) {
       if (record.pod == pod && record.container == container) records.push_back(record);
     }
@@ -1079,7 +1080,7 @@ absl::Status KubeletSim::StartContainer(const std::string& pod, const std::strin
 }
 
 void KubeletSim::RemovePod(const std::string& pod) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.pod == pod) {
       auto& in_use = allocated_devices_[it->second.resource];

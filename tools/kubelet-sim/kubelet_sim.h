@@ -20,10 +20,12 @@
 #ifndef FABRIC_TOOLS_KUBELET_SIM_KUBELET_SIM_H_
 #define FABRIC_TOOLS_KUBELET_SIM_KUBELET_SIM_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,7 +36,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
@@ -255,7 +256,10 @@ class KubeletSim {
 
   absl::StatusOr<std::shared_ptr<Endpoint>> CurrentEndpoint(const std::string& resource) const;
   void WriteCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++generation_; }
+  void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++generation_;
+    cv_.notify_all();
+  }
   bool ExpiredLocked(const ResourceState& state) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void RecordEvent(RegistrationEvent event);
   // Tracks an outgoing RPC so Stop() can cancel it.
@@ -266,13 +270,16 @@ class KubeletSim {
   const std::string plugins_registry_dir_;
   const KubeletSimOptions options_;
 
-  absl::Mutex lifecycle_mu_;  // serializes Start/StartWatcher/Stop/Restart.
+  // std::mutex rather than absl::Mutex: Debian's libabsl is not built with
+  // TSan, so TSan cannot see absl::Mutex's happens-before edges.
+  std::mutex lifecycle_mu_;  // serializes Start/StartWatcher/Stop/Restart.
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread watcher_thread_;
   bool watcher_enabled_ = false;  // guarded by lifecycle_mu_.
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  // notified on every event (NotifyLocked).
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool watcher_stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -11,17 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/base/file_util.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -72,7 +73,7 @@ class FakePlugin {
 
   bool Start() {
     {
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       stopping_ = false;
     }
     grpc::ServerBuilder builder;
@@ -84,9 +85,10 @@ class FakePlugin {
   }
   void Stop() {
     {
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       stopping_ = true;
     }
+    cv_.notify_all();
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server_->Wait();
@@ -94,9 +96,10 @@ class FakePlugin {
     }
   }
   void SetDevices(std::vector<v1beta1::Device> devices) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     devices_ = std::move(devices);
     ++devices_generation_;
+    cv_.notify_all();
   }
   grpc::Status Register(const std::string& kubelet_sock, const std::string& endpoint,
                         const std::string& resource, const std::string& version = "v1beta1") {
@@ -131,7 +134,7 @@ class FakePlugin {
  private:
   template <typename T>
   T Get(T FakePlugin::*field) const {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return this->*field;
   }
 
@@ -140,7 +143,7 @@ class FakePlugin {
     explicit DevicePluginService(FakePlugin* p) : p_(p) {}
     grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                         v1beta1::DevicePluginOptions* out) override {
-      absl::MutexLock l(&p_->mu_);
+      std::lock_guard<std::mutex> l(p_->mu_);
       ++p_->options_calls_;
       if (p_->config_.fail_options) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "nope");
       *out = p_->config_.options;
@@ -148,7 +151,7 @@ class FakePlugin {
     }
     grpc::Status ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
                               grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
-      absl::MutexLock l(&p_->mu_);
+      std::unique_lock<std::mutex> l(p_->mu_);
       ++p_->law_calls_;
       uint64_t sent = 0;
       while (!p_->stopping_ && !ctx->IsCancelled()) {
@@ -156,23 +159,22 @@ class FakePlugin {
           sent = p_->devices_generation_;
           v1beta1::ListAndWatchResponse response;
           for (const auto& d : p_->devices_) *response.add_devices() = d;
-          p_->mu_.Unlock();
+          l.unlock();
           bool ok = writer->Write(response);
-          p_->mu_.Lock();
+          l.lock();
           if (!ok) break;
           continue;
         }
-        auto changed = [this, sent]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return p_->stopping_ || p_->devices_generation_ != sent;
-        };
-        p_->mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(20));
+        // Short waits so a cancelled stream is noticed promptly.
+        p_->cv_.wait_for(l, std::chrono::milliseconds(20),
+                         [this, sent] { return p_->stopping_ || p_->devices_generation_ != sent; });
       }
       return grpc::Status::OK;
     }
     grpc::Status GetPreferredAllocation(grpc::ServerContext*,
                                         const v1beta1::PreferredAllocationRequest* request,
                                         v1beta1::PreferredAllocationResponse* out) override {
-      absl::MutexLock l(&p_->mu_);
+      std::lock_guard<std::mutex> l(p_->mu_);
       p_->preferred_requests_.push_back(*request);
       auto* container = out->add_container_responses();
       for (const auto& id : p_->config_.preferred_answer) container->add_deviceids(id);
@@ -180,7 +182,7 @@ class FakePlugin {
     }
     grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
                           v1beta1::AllocateResponse* out) override {
-      absl::MutexLock l(&p_->mu_);
+      std::lock_guard<std::mutex> l(p_->mu_);
       p_->allocate_requests_.push_back(*request);
       if (p_->config_.empty_allocate) return grpc::Status::OK;
       for (const auto& container : request->container_requests()) {
@@ -201,7 +203,7 @@ class FakePlugin {
     grpc::Status PreStartContainer(grpc::ServerContext*,
                                    const v1beta1::PreStartContainerRequest* request,
                                    v1beta1::PreStartContainerResponse*) override {
-      absl::MutexLock l(&p_->mu_);
+      std::lock_guard<std::mutex> l(p_->mu_);
       p_->pre_start_requests_.push_back(*request);
       return grpc::Status::OK;
     }
@@ -224,7 +226,7 @@ class FakePlugin {
     grpc::Status NotifyRegistrationStatus(
         grpc::ServerContext*, const pluginregistration::RegistrationStatus* status,
         pluginregistration::RegistrationStatusResponse*) override {
-      absl::MutexLock l(&p_->mu_);
+      std::lock_guard<std::mutex> l(p_->mu_);
       p_->notifications_.push_back(*status);
       return grpc::Status::OK;
     }
@@ -239,7 +241,8 @@ class FakePlugin {
   RegistrationService reg_;
   std::unique_ptr<grpc::Server> server_;
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;  // not absl::Mutex: TSan cannot see Debian's libabsl.
+  std::condition_variable cv_;
   bool stopping_ = false;
   std::vector<v1beta1::Device> devices_;
   uint64_t devices_generation_ = 1;
