@@ -113,6 +113,8 @@ class FakePlugin {
     v1beta1::Empty empty;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    // kubelet.sock exists from bind(), a moment before listen(): wait, not fail.
+    ctx.set_wait_for_ready(true);
     return stub->Register(&ctx, request, &empty);
   }
 
