@@ -5,7 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "plugin/deviceplugin/allocation.h"
+#include "nlohmann/json.hpp"
 
 namespace fabric {
 namespace {
@@ -48,13 +51,36 @@ absl::Status Agent::Start() {
     node_.health = health;
     for (const RdmaDevice& d : inventory->devices) node_.known[d.name] = d;
   }
+  if (options_.write_cdi) {
+    cdi_writer_ = std::make_unique<cdi::CdiSpecWriter>(options_.paths.cdi_dir,
+                                                      options_.paths.state_dir + "/cdi");
+  }
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
   if (absl::Status s = plugins_->Start(); !s.ok()) return s;
   monitor_->Start();
+  podresources::PodResourcesClientOptions pr;
+  pr.socket_path = options_.paths.PodResourcesSocket();
+  pr.use_get = false;  // we want every Pod: List
+  podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
+  watcher_ = std::thread([this] { RunAllocationWatcher(); });
+  if (!options_.metrics_address.empty()) {
+    HttpHandlers h;
+    h.metrics = [this] { return MetricsText(); };
+    h.not_ready_reason = [this] { return NotReadyReason(); };
+    h.node_json = [this] { return NodeJson(); };
+    http_ = std::make_unique<HttpServer>(h, options_.metrics_cache);
+    if (absl::Status s = http_->Start(options_.metrics_address); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
 void Agent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_watcher_ = true;
+  }
+  if (watcher_.joinable()) watcher_.join();
+  if (http_) http_->Stop();
   if (monitor_) monitor_->Stop();
   plugins_->Stop();
 }
@@ -98,6 +124,10 @@ absl::Status Agent::ApplyConfig(const Config& config) {
     for (const PoolConfig& pool : config_.pools) {
       if (next.count(pool.name)) continue;
       auto state = std::make_shared<PoolState>(BuildPoolSnapshot(pool));
+      state->SetAllocateHook([this] {
+        absl::MutexLock lock(&mu_);
+        refresh_requested_ = true;
+      });
       next[pool.name] = state;
       added.push_back(state);
     }
@@ -118,6 +148,8 @@ std::shared_ptr<const PoolSnapshot> Agent::BuildPoolSnapshot(const PoolConfig& p
   in.pool = &pool;
   in.rdma_cm = node_.inventory.rdma_cm;
   in.health = node_.health;
+  if (auto w = withdrawn_.find(pool.name); w != withdrawn_.end()) in.withdrawn = w->second;
+  if (options_.cdi_devices) in.cdi_kind = cdi::KindForResource(pool.name);
   std::vector<std::string> members;
   auto it = pool_members_.find(pool.name);
   if (it != pool_members_.end()) members = it->second;
@@ -158,6 +190,274 @@ void Agent::RebuildAllLocked() {
     auto it = pools_.find(pool.name);
     if (it != pools_.end()) it->second->Update(snap);
   }
+  WriteSideFilesLocked();
+}
+
+void Agent::WriteSideFilesLocked() {
+  if (cdi_writer_) {
+    for (const PoolConfig& pool : config_.pools) {
+      auto it = pools_.find(pool.name);
+      if (it == pools_.end()) continue;
+      auto snap = it->second->snapshot();
+      cdi::CdiSpecInput in;
+      in.kind = cdi::KindForResource(pool.name);
+      bool any_rdma = false;
+      for (const auto& [name, dev] : snap->devices) {
+        if (!node_.inventory.Find(name)) continue;  // gone: kept below while referenced
+        cdi::CdiDevice d;
+        d.name = name;
+        d.nodes.push_back({HostDevicePath(dev.uverbs.rel_path), "", dev.uverbs.major,
+                           dev.uverbs.minor});
+        d.env.push_back(absl::StrCat(DevicesEnvName(pool.name), "_", name, "=", name));
+        any_rdma = any_rdma || dev.kind == DeviceKind::kRdma;
+        in.devices.push_back(std::move(d));
+      }
+      if (any_rdma && snap->rdma_cm) {
+        in.common_nodes.push_back({HostDevicePath(snap->rdma_cm->rel_path), "", snap->rdma_cm->major,
+                                   snap->rdma_cm->minor});
+      }
+      if (!options_.memlock_hook_path.empty()) {
+        in.memlock_hook = cdi::MemlockHook(options_.memlock_hook_path, options_.memlock_limit);
+      }
+      std::set<std::string> referenced;
+      for (const PodDeviceHold& h : holds_) {
+        if (h.resource == pool.name) referenced.insert(h.device);
+      }
+      if (in.devices.empty() && referenced.empty()) {
+        (void)cdi_writer_->RemoveKind(in.kind);
+        continue;
+      }
+      if (absl::Status s = cdi_writer_->Update(in, referenced); !s.ok()) {
+        LogWarn(Component::kCdi, "CDI spec for {} not written: {}", pool.name, s.message());
+      }
+    }
+  }
+  if (!options_.nfd_features_file.empty()) {
+    int efa = 0, rdma = 0;
+    for (const RdmaDevice& d : node_.inventory.devices) (d.kind == DeviceKind::kEfa ? efa : rdma)++;
+    std::string text = absl::StrCat("# written by fabric-agent\n",
+                                    "fabric-efa.present=", efa > 0 ? "true" : "false", "\n",
+                                    "fabric-efa.count=", efa, "\n",
+                                    "fabric-rdma.present=", rdma > 0 ? "true" : "false", "\n",
+                                    "fabric-rdma.count=", rdma, "\n");
+    if (absl::Status s = WriteFileAtomic(options_.nfd_features_file, text); !s.ok()) {
+      LogWarn(Component::kAgent, "NFD feature file not written: {}", s.message());
+    }
+  }
+}
+
+void Agent::RunAllocationWatcher() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stop_watcher_ || refresh_requested_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.podresources_interval);
+      if (stop_watcher_) return;
+      if (refresh_requested_) {
+        refresh_requested_ = false;
+        // The kubelet records an allocation right after Allocate returns.
+        mu_.Unlock();
+        absl::SleepFor(absl::Milliseconds(100));
+        mu_.Lock();
+      }
+    }
+    RefreshAllocations();
+  }
+}
+
+bool Agent::RefreshAllocations() {
+  if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
+  auto list = podresources_->ListPodDevices();
+  absl::MutexLock lock(&mu_);
+  if (!list.ok()) {
+    if (podresources_errors_++ % 30 == 0) {
+      LogWarn(Component::kPodResources, "PodResources List failed: {}", list.status().message());
+    }
+    return false;
+  }
+  std::vector<PodDeviceHold> holds;
+  std::map<std::string, uint64_t> allocated;
+  // device -> pools holding it
+  std::map<std::string, std::set<std::string>> held_via;
+  for (const auto& entry : *list) {
+    auto pool = pools_.find(entry.resource);
+    if (pool == pools_.end()) continue;
+    auto snap = pool->second->snapshot();
+    for (const std::string& id : entry.device_ids) {
+      const PoolUnit* unit = snap->FindUnit(id);
+      if (unit == nullptr) continue;
+      allocated[entry.resource]++;
+      held_via[unit->device].insert(entry.resource);
+      PodDeviceHold h{entry.ns, entry.pod, entry.container, entry.resource, unit->device};
+      bool dup = false;
+      for (const auto& o : holds) {
+        dup = dup || (o.ns == h.ns && o.pod == h.pod && o.container == h.container &&
+                      o.resource == h.resource && o.device == h.device);
+      }
+      if (!dup) holds.push_back(std::move(h));
+    }
+  }
+  // A device held through one pool is withdrawn from every other pool when
+  // either side is exclusive: no Pod may hold it exclusively while another
+  // holds one of its tokens.
+  std::map<std::string, std::set<std::string>> withdrawn;
+  for (const PoolConfig& pool : config_.pools) {
+    auto snap = pools_.at(pool.name)->snapshot();
+    for (const PoolUnit& u : snap->units) {
+      auto held = held_via.find(u.device);
+      if (held == held_via.end()) continue;
+      for (const std::string& other : held->second) {
+        if (other == pool.name) continue;
+        const PoolConfig* o = config_.FindPool(other);
+        if (pool.mode == PoolMode::kExclusive || (o && o->mode == PoolMode::kExclusive)) {
+          withdrawn[pool.name].insert(u.id);
+        }
+      }
+    }
+  }
+  const bool changed = withdrawn != withdrawn_ || holds.size() != holds_.size() ||
+                       allocated != allocated_units_;
+  for (const auto& [pool, ids] : withdrawn) {
+    if (withdrawn_[pool] != ids) {
+      LogInfo(Component::kPodResources, "{}: {} unit(s) withdrawn while their device is held "
+              "through another pool", pool, ids.size());
+    }
+  }
+  holds_ = std::move(holds);
+  allocated_units_ = std::move(allocated);
+  withdrawn_ = std::move(withdrawn);
+  if (changed) RebuildAllLocked();
+  return true;
+}
+
+std::vector<PodDeviceHold> Agent::holds() const {
+  absl::MutexLock lock(&mu_);
+  return holds_;
+}
+
+std::string Agent::MetricsText() const {
+  MetricsInput in;
+  in.version = "0.1.0";
+  std::vector<RegistrationStatus> regs = plugins_->Status();
+  in.kubelet_restarts = plugins_->kubelet_restarts();
+  {
+    absl::MutexLock lock(&mu_);
+    in.devices = node_.inventory.devices;
+    in.health = node_.health;
+    for (const auto& [name, dev] : node_.known) {
+      if (!node_.inventory.Find(name)) in.health[name] = DeviceHealth{false, "device removed"};
+    }
+    for (const auto& d : node_.inventory.devices) in.health.emplace(d.name, DeviceHealth{});
+    in.holds = holds_;
+    in.podresources_errors = podresources_errors_;
+    in.discovery_warnings = node_.inventory.warnings.size();
+    for (const PoolConfig& pool : config_.pools) {
+      auto& state = pools_.at(pool.name);
+      auto snap = state->snapshot();
+      PoolMetrics m;
+      m.resource = pool.name;
+      m.mode = PoolModeName(pool.mode);
+      m.units = snap->units.size();
+      m.healthy_units = snap->HealthyCount();
+      auto a = allocated_units_.find(pool.name);
+      m.allocated_units = a == allocated_units_.end() ? 0 : a->second;
+      for (const auto& r : regs) {
+        if (r.resource == pool.name) {
+          m.registered = r.registered;
+          m.registration_mode = r.mode;
+        }
+      }
+      const uint64_t calls = state->stats().allocate_calls.load();
+      m.allocate_error = state->stats().allocate_errors.load();
+      m.allocate_ok = calls - m.allocate_error;
+      m.allocate_latency = state->stats().allocate_latency.Read();
+      in.pools.push_back(std::move(m));
+    }
+  }
+  return RenderMetrics(in, options_.paths);
+}
+
+std::string Agent::NotReadyReason() const {
+  std::string why;
+  for (const RegistrationStatus& r : plugins_->Status()) {
+    if (!r.registered) {
+      absl::StrAppend(&why, why.empty() ? "" : "; ", r.resource, " not registered",
+                      r.last_error.empty() ? "" : ": " + r.last_error);
+    }
+  }
+  return why;
+}
+
+std::string Agent::NodeJson() const {
+  using nlohmann::json;
+  json out;
+  std::vector<RegistrationStatus> regs = plugins_->Status();
+  absl::MutexLock lock(&mu_);
+  json devices = json::array();
+  for (const auto& [name, dev] : node_.known) {
+    const RdmaDevice* live = node_.inventory.Find(name);
+    json d;
+    d["name"] = name;
+    d["kind"] = std::string(DeviceKindName(dev.kind));
+    d["present"] = live != nullptr;
+    auto h = node_.health.find(name);
+    bool healthy = live != nullptr && (h == node_.health.end() || h->second.healthy);
+    d["healthy"] = healthy;
+    d["reason"] = live == nullptr ? "device removed" : (h == node_.health.end() ? "" : h->second.reason);
+    d["pci"] = dev.pci ? json(dev.pci->address) : json(nullptr);
+    d["numa_node"] = dev.numa_node();
+    d["uverbs"] = {{"path", HostDevicePath(dev.uverbs.rel_path)},
+                   {"major", dev.uverbs.major},
+                   {"minor", dev.uverbs.minor}};
+    d["netdev"] = dev.PrimaryNetdev();
+    d["link_layer"] = dev.LinkLayer();
+    d["pools"] = PoolsSelecting(config_, dev);
+    json ports = json::array();
+    for (const PortInfo& p : (live ? live->ports : dev.ports)) {
+      ports.push_back({{"port", p.number}, {"state", p.state}, {"phys_state", p.phys_state},
+                       {"link_layer", p.link_layer}, {"rate", p.rate}, {"active", p.active()}});
+    }
+    d["ports"] = ports;
+    devices.push_back(d);
+  }
+  out["devices"] = devices;
+  out["rdma_cm"] = node_.inventory.rdma_cm
+                       ? json({{"major", node_.inventory.rdma_cm->major},
+                               {"minor", node_.inventory.rdma_cm->minor}})
+                       : json(nullptr);
+  json pools = json::array();
+  for (const PoolConfig& pool : config_.pools) {
+    auto snap = pools_.at(pool.name)->snapshot();
+    json p;
+    p["resource"] = pool.name;
+    p["mode"] = PoolModeName(pool.mode);
+    p["units"] = snap->units.size();
+    p["healthy_units"] = snap->HealthyCount();
+    auto a = allocated_units_.find(pool.name);
+    p["allocated_units"] = a == allocated_units_.end() ? 0 : a->second;
+    auto w = withdrawn_.find(pool.name);
+    p["withdrawn_units"] = w == withdrawn_.end() ? 0 : w->second.size();
+    p["registered"] = false;
+    for (const auto& r : regs) {
+      if (r.resource == pool.name) {
+        p["registered"] = r.registered;
+        p["registration"] = r.mode;
+        p["socket"] = r.socket;
+      }
+    }
+    pools.push_back(p);
+  }
+  out["pools"] = pools;
+  json holds = json::array();
+  for (const PodDeviceHold& h : holds_) {
+    holds.push_back({{"namespace", h.ns}, {"pod", h.pod}, {"container", h.container},
+                     {"resource", h.resource}, {"device", h.device}});
+  }
+  out["allocations"] = holds;
+  out["warnings"] = node_.inventory.warnings;
+  return out.dump(2) + "\n";
 }
 
 void Agent::OnNodeChanged(const NodeInventory& inventory,

@@ -5,6 +5,8 @@
 #define FABRIC_AGENT_DAEMON_AGENT_H_
 
 #include <map>
+#include <set>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,10 @@
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
 #include "agent/health/health_monitor.h"
+#include "agent/metrics/http_server.h"
+#include "agent/metrics/metrics.h"
+#include "agent/podresources/podresources_client.h"
+#include "agent/cdi/cdi_spec_writer.h"
 #include "agent/model/device.h"
 #include "plugin/deviceplugin/plugin_manager.h"
 #include "plugin/deviceplugin/pool_state.h"
@@ -25,6 +31,14 @@ struct AgentOptions {
   HostPaths paths = HostPaths::Defaults();
   RegistrationMode registration = RegistrationMode::kAuto;
   std::string metrics_address;  // "host:port"; empty disables HTTP
+  absl::Duration metrics_cache = absl::Seconds(1);
+  // How often PodResources is listed (also right after each Allocate).
+  absl::Duration podresources_interval = absl::Seconds(2);
+  bool write_cdi = false;    // write CDI specs into paths.cdi_dir
+  bool cdi_devices = false;  // Allocate also returns cdi_devices names
+  std::string memlock_hook_path;  // host path of fabric-memlock-hook; empty: no hook
+  std::string memlock_limit = "unlimited";
+  std::string nfd_features_file;  // NFD local feature file; empty: not written
 };
 
 // The node as the agent last saw it: discovered devices (including removed
@@ -54,7 +68,18 @@ class Agent {
   void OnNodeChanged(const NodeInventory& inventory,
                      const std::map<std::string, DeviceHealth>& health);
 
+  // Re-reads PodResources now: who holds what, allocated counts, and the
+  // exclusive/shared conflict withdrawal. Returns false if it could not.
+  bool RefreshAllocations();
+
+  // The HTTP views.
+  std::string MetricsText() const;
+  std::string NotReadyReason() const;
+  std::string NodeJson() const;
+  int metrics_port() const { return http_ ? http_->port() : 0; }
+
   NodeView node() const;
+  std::vector<PodDeviceHold> holds() const;
   Config config() const;
   std::vector<std::shared_ptr<PoolState>> pools() const;
   PluginManager& plugins() { return *plugins_; }
@@ -66,16 +91,30 @@ class Agent {
   std::shared_ptr<const PoolSnapshot> BuildPoolSnapshot(const PoolConfig& pool) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void RebuildAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteSideFilesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunAllocationWatcher();
 
   const AgentOptions options_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<HealthMonitor> monitor_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<podresources::PodResourcesClient> podresources_;
+  std::unique_ptr<cdi::CdiSpecWriter> cdi_writer_;
+  std::thread watcher_;
   mutable absl::Mutex mu_;
   Config config_ ABSL_GUARDED_BY(mu_);
   NodeView node_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
   // Devices each pool has ever selected: a removed one stays listed Unhealthy.
   std::map<std::string, std::vector<std::string>> pool_members_ ABSL_GUARDED_BY(mu_);
+  // From PodResources: who holds which device, and the units withdrawn
+  // because their device is held through a conflicting pool.
+  std::vector<PodDeviceHold> holds_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> allocated_units_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> withdrawn_ ABSL_GUARDED_BY(mu_);
+  uint64_t podresources_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_watcher_ ABSL_GUARDED_BY(mu_) = false;
+  bool refresh_requested_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fabric

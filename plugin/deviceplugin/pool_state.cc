@@ -60,6 +60,20 @@ size_t PoolState::open_streams() const {
   return subscribers_.size();
 }
 
+void PoolState::SetAllocateHook(std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  allocate_hook_ = std::move(hook);
+}
+
+void PoolState::AfterAllocate() {
+  std::function<void()> hook;
+  {
+    absl::MutexLock lock(&mu_);
+    hook = allocate_hook_;
+  }
+  if (hook) hook();
+}
+
 void PoolState::SetChangeObserver(ChangeObserver o) {
   absl::MutexLock lock(&mu_);
   observer_ = std::move(o);

@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/metrics/metrics.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "plugin/deviceplugin/pool_snapshot.h"
 
@@ -34,6 +35,7 @@ struct PoolStats {
   std::atomic<uint64_t> allocate_errors{0};
   std::atomic<uint64_t> preferred_calls{0};
   std::atomic<uint64_t> list_and_watch_messages{0};
+  LatencyHistogram allocate_latency;
 };
 
 class PoolState {
@@ -62,6 +64,11 @@ class PoolState {
 
   PoolStats& stats() { return stats_; }
 
+  // Called after every successful Allocate (the agent re-reads PodResources
+  // soon after, to attribute and to withdraw conflicting units).
+  void SetAllocateHook(std::function<void()> hook);
+  void AfterAllocate();
+
  private:
   const std::string resource_;
   mutable absl::Mutex mu_;
@@ -69,6 +76,7 @@ class PoolState {
   std::shared_ptr<const v1beta1::ListAndWatchResponse> list_ ABSL_GUARDED_BY(mu_);
   std::set<DeviceListSubscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
   ChangeObserver observer_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> allocate_hook_ ABSL_GUARDED_BY(mu_);
   PoolStats stats_;
 };
 

@@ -1,0 +1,78 @@
+// Prometheus exposition for the node: devices, ports, every hw counter, PMA
+// data counters in bytes, pools, registration, Allocate latency, and the
+// counters of each allocated device again under the Pod that holds it.
+// Rendering is a pure function of a MetricsInput plus sysfs counter reads, so
+// it is golden-tested on fake trees.
+#ifndef FABRIC_AGENT_METRICS_METRICS_H_
+#define FABRIC_AGENT_METRICS_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/base/host_paths.h"
+#include "agent/model/device.h"
+
+namespace fabric {
+
+// A fixed-bucket latency histogram safe for concurrent Observe().
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 11> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                     0.01,   0.025,   0.05,   0.1,   1.0};
+  void Observe(double seconds);
+  struct Snapshot {
+    std::array<uint64_t, kBounds.size()> cumulative{};
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  Snapshot Read() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size()> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_nanos_{0};
+};
+
+struct PoolMetrics {
+  std::string resource;
+  std::string mode;  // exclusive | shared
+  uint64_t units = 0;
+  uint64_t healthy_units = 0;
+  uint64_t allocated_units = 0;
+  bool registered = false;
+  std::string registration_mode;  // kubelet | watcher
+  uint64_t allocate_ok = 0;
+  uint64_t allocate_error = 0;
+  LatencyHistogram::Snapshot allocate_latency;
+};
+
+// One container's hold on one device (deduplicated by device).
+struct PodDeviceHold {
+  std::string ns, pod, container, resource, device;
+};
+
+struct MetricsInput {
+  std::string version;
+  std::vector<RdmaDevice> devices;            // live devices
+  std::map<std::string, DeviceHealth> health;  // by device (incl. removed ones)
+  std::vector<PoolMetrics> pools;
+  std::vector<PodDeviceHold> holds;
+  uint64_t kubelet_restarts = 0;
+  uint64_t podresources_errors = 0;
+  uint64_t discovery_warnings = 0;
+};
+
+// Renders the Prometheus text format (version 0.0.4). Counter files are read
+// from paths.sysfs_root at render time.
+std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths);
+
+// Label value escaping per the text format (\\, \", \n).
+std::string EscapeLabel(const std::string& v);
+
+}  // namespace fabric
+
+#endif  // FABRIC_AGENT_METRICS_METRICS_H_

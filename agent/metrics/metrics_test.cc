@@ -1,0 +1,148 @@
+#include "agent/metrics/metrics.h"
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "agent/discovery/sysfs_discovery.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/fake_sysfs.h"
+#include "test/testing/status_matchers.h"
+
+namespace fabric {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+MetricsInput Input(const testing::FakeSysfs& fs) {
+  auto inv = DiscoverNode(fs.paths());
+  EXPECT_OK(inv);
+  MetricsInput in;
+  in.version = "test";
+  in.devices = inv->devices;
+  for (const auto& d : in.devices) in.health[d.name] = DeviceHealth{};
+  return in;
+}
+
+TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.numa_node = 1, .link_layer = "Ethernet", .netdev = "eth2"});
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 123456);
+  fs.SetCounter("rdmap79s0", 0, "cmds_err", 2);
+  fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 1000);
+  fs.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
+  MetricsInput in = Input(fs);
+  in.health["mlx5_0"] = DeviceHealth{false, "port 1 DOWN/Disabled"};
+  in.holds.push_back({"kv", "member-0", "store", "vpc.amazonaws.com/efa", "rdmap79s0"});
+  PoolMetrics p;
+  p.resource = "vpc.amazonaws.com/efa";
+  p.mode = "exclusive";
+  p.units = 1;
+  p.healthy_units = 1;
+  p.allocated_units = 1;
+  p.registered = true;
+  p.registration_mode = "kubelet";
+  in.pools.push_back(p);
+
+  const std::string text = RenderMetrics(in, fs.paths());
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_hw_counter_total{device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_hw_counter_total{device=\"rdmap79s0\",port=\"0\",counter=\"cmds_err\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("counter=\"lifespan\"")));
+  // PMA data counters count 4-byte words.
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_port_data_bytes_total{device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 4000\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_port_active{device=\"mlx5_0\",port=\"1\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_device_healthy{device=\"mlx5_0\",reason=\"port 1 DOWN/Disabled\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_device_healthy{device=\"rdmap79s0\",reason=\"\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_pod_hw_counter_total{namespace=\"kv\",pod=\"member-0\",container=\"store\","
+      "device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
+  EXPECT_THAT(text, HasSubstr("kind=\"efa\",pci=\"0000:4f:00.0\",driver=\"efa\",numa_node=\"0\""));
+  EXPECT_THAT(text, HasSubstr(
+      "fabric_allocate_duration_seconds_bucket{resource=\"vpc.amazonaws.com/efa\",le=\"+Inf\"} 0\n"));
+  // The mlx5 device is not held: no Pod series for it.
+  EXPECT_THAT(text, Not(HasSubstr("pod=\"member-0\",container=\"store\",device=\"mlx5_0\"")));
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapeLabel("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+// Pins metric names, types and label names: a rename breaks dashboards, so
+// it must be a deliberate change of test/testdata/metrics_golden.txt.
+TEST(MetricsTest, GoldenNamesTypesAndLabels) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  MetricsInput in = Input(fs);
+  in.holds.push_back({"ns", "p", "c", "r.io/x", "rdmap79s0"});
+  in.holds.push_back({"ns", "p", "c", "r.io/x", "mlx5_0"});
+  PoolMetrics p;
+  p.resource = "r.io/x";
+  in.pools.push_back(p);
+  const std::string text = RenderMetrics(in, fs.paths());
+
+  std::map<std::string, std::string> types;
+  std::map<std::string, std::set<std::string>> labels;
+  std::istringstream lines(text);
+  std::string line;
+  std::regex type_re("^# TYPE (\\S+) (\\S+)$");
+  std::regex sample_re("^([a-z_]+)(\\{(.*)\\})? \\S+$");
+  std::regex label_re("([a-z_]+)=\"");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, type_re)) {
+      types[m[1]] = m[2];
+    } else if (std::regex_match(line, m, sample_re)) {
+      std::string name = m[1];
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        std::string s = suffix;
+        if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+            types.count(name.substr(0, name.size() - s.size()))) {
+          name = name.substr(0, name.size() - s.size());
+        }
+      }
+      std::string ls = m[3];
+      for (std::sregex_iterator it(ls.begin(), ls.end(), label_re), end; it != end; ++it) {
+        labels[name].insert((*it)[1]);
+      }
+    }
+  }
+  std::string got;
+  for (const auto& [name, type] : types) {
+    got += name + " " + type;
+    for (const auto& l : labels[name]) got += " " + l;
+    got += "\n";
+  }
+  const char* td = std::getenv("FABRIC_TESTDATA");
+  const std::string golden_path = std::string(td ? td : "test/testdata") + "/metrics_golden.txt";
+  std::ifstream golden_file(golden_path);
+  std::stringstream golden;
+  golden << golden_file.rdbuf();
+  EXPECT_EQ(got, golden.str()) << "update " << golden_path << " if the change is deliberate:\n"
+                               << got;
+}
+
+TEST(LatencyHistogramTest, CumulativeBuckets) {
+  LatencyHistogram h;
+  h.Observe(0.00005);
+  h.Observe(0.003);
+  h.Observe(5);
+  auto s = h.Read();
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_EQ(s.cumulative[0], 1u);   // <= 100us
+  EXPECT_EQ(s.cumulative[5], 2u);   // <= 5ms
+  EXPECT_EQ(s.cumulative.back(), 2u);  // <= 1s; the 5 s one only in +Inf
+  EXPECT_NEAR(s.sum, 5.00305, 1e-6);
+}
+
+}  // namespace
+}  // namespace fabric
