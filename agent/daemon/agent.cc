@@ -7,11 +7,32 @@
 #include "agent/base/logging.h"
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/netns/rdma_netlink_mnl.h"
 #include "plugin/deviceplugin/allocation.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {
 namespace {
+
+// Where the kernel has no RDMA netlink (old kernels, some sandboxes): the CNI
+// part still attributes Pods in shared mode; moves fail with a clear error.
+class NoRdmaNetlink : public netns::RdmaNetlink {
+ public:
+  explicit NoRdmaNetlink(std::string why) : why_(std::move(why)) {}
+  absl::StatusOr<netns::NetnsMode> GetNetnsMode() override {
+    return absl::UnavailableError("RDMA netlink unavailable: " + why_);
+  }
+  absl::StatusOr<std::vector<netns::RdmaLink>> ListDevices(const std::string&) override {
+    return absl::UnavailableError("RDMA netlink unavailable: " + why_);
+  }
+  absl::Status MoveDevice(const std::string& device, const std::string&,
+                          const std::string&) override {
+    return absl::UnavailableError("cannot move " + device + ": RDMA netlink unavailable: " + why_);
+  }
+
+ private:
+  std::string why_;
+};
 
 bool SamePool(const PoolConfig& a, const PoolConfig& b) {
   // Selector equality is approximated by its effect on the node: the caller
@@ -63,6 +84,23 @@ absl::Status Agent::Start() {
   pr.use_get = false;  // we want every Pod: List
   podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
   watcher_ = std::thread([this] { RunAllocationWatcher(); });
+  if (!options_.agent_socket.empty()) {
+    auto nl = netns::MnlRdmaNetlink::Create();
+    if (nl.ok()) {
+      rdma_netlink_ = std::move(*nl);
+    } else {
+      LogWarn(Component::kCni, "RDMA netlink unavailable ({}); exclusive-mode moves will fail",
+              nl.status().message());
+      rdma_netlink_ = std::make_unique<NoRdmaNetlink>(std::string(nl.status().message()));
+    }
+    cni_ = std::make_unique<cni_service::CniService>(options_.paths, podresources_.get(), this,
+                                                     rdma_netlink_.get());
+    if (auto released = cni_->ReconcileGoneNetns(); released.ok() && *released > 0) {
+      LogInfo(Component::kCni, "released {} attachment(s) whose Pod netns is gone", *released);
+    }
+    cni_server_ = std::make_unique<cni_service::CniAgentServer>(cni_.get());
+    if (absl::Status s = cni_server_->Start(options_.agent_socket); !s.ok()) return s;
+  }
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
     h.metrics = [this] { return MetricsText(); };
@@ -80,6 +118,7 @@ void Agent::Stop() {
     stop_watcher_ = true;
   }
   if (watcher_.joinable()) watcher_.join();
+  if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (monitor_) monitor_->Stop();
   plugins_->Stop();
@@ -247,6 +286,7 @@ void Agent::WriteSideFilesLocked() {
 }
 
 void Agent::RunAllocationWatcher() {
+  absl::Time last_reconcile = absl::Now();
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -264,6 +304,10 @@ void Agent::RunAllocationWatcher() {
       }
     }
     RefreshAllocations();
+    if (cni_ && absl::Now() - last_reconcile > absl::Seconds(60)) {
+      last_reconcile = absl::Now();
+      (void)cni_->ReconcileGoneNetns();
+    }
   }
 }
 
@@ -330,6 +374,23 @@ bool Agent::RefreshAllocations() {
   withdrawn_ = std::move(withdrawn);
   if (changed) RebuildAllLocked();
   return true;
+}
+
+std::optional<cni_service::GrantedDevice> Agent::Resolve(const std::string& resource,
+                                                         const std::string& device_id) const {
+  absl::MutexLock lock(&mu_);
+  auto pool = pools_.find(resource);
+  if (pool == pools_.end()) return std::nullopt;
+  auto snap = pool->second->snapshot();
+  const PoolUnit* unit = snap->FindUnit(device_id);
+  if (unit == nullptr) return std::nullopt;
+  cni_service::GrantedDevice g;
+  g.resource = resource;
+  g.device_id = device_id;
+  g.rdma_device = unit->device;
+  g.exclusive = snap->mode == PoolMode::kExclusive;
+  g.efa = snap->devices.at(unit->device).kind == DeviceKind::kEfa;
+  return g;
 }
 
 std::vector<PodDeviceHold> Agent::holds() const {

@@ -20,6 +20,9 @@
 #include "agent/metrics/metrics.h"
 #include "agent/podresources/podresources_client.h"
 #include "agent/cdi/cdi_spec_writer.h"
+#include "agent/cni_service/cni_agent_server.h"
+#include "agent/cni_service/cni_service.h"
+#include "agent/netns/rdma_netlink.h"
 #include "agent/model/device.h"
 #include "plugin/deviceplugin/plugin_manager.h"
 #include "plugin/deviceplugin/pool_state.h"
@@ -39,6 +42,7 @@ struct AgentOptions {
   std::string memlock_hook_path;  // host path of fabric-memlock-hook; empty: no hook
   std::string memlock_limit = "unlimited";
   std::string nfd_features_file;  // NFD local feature file; empty: not written
+  std::string agent_socket;       // CNI agent socket; empty: the CNI part is off
 };
 
 // The node as the agent last saw it: discovered devices (including removed
@@ -49,7 +53,7 @@ struct NodeView {
   std::map<std::string, DeviceHealth> health;
 };
 
-class Agent {
+class Agent : public cni_service::DeviceResolver {
  public:
   explicit Agent(AgentOptions options);
   ~Agent();
@@ -80,6 +84,11 @@ class Agent {
 
   NodeView node() const;
   std::vector<PodDeviceHold> holds() const;
+
+  // DeviceResolver for the CNI service: a PodResources (resource, ID) to its
+  // RDMA device, exclusive or shared, EFA or not.
+  std::optional<cni_service::GrantedDevice> Resolve(const std::string& resource,
+                                                    const std::string& device_id) const override;
   Config config() const;
   std::vector<std::shared_ptr<PoolState>> pools() const;
   PluginManager& plugins() { return *plugins_; }
@@ -101,6 +110,9 @@ class Agent {
   std::unique_ptr<podresources::PodResourcesClient> podresources_;
   std::unique_ptr<cdi::CdiSpecWriter> cdi_writer_;
   std::thread watcher_;
+  std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
+  std::unique_ptr<cni_service::CniService> cni_;
+  std::unique_ptr<cni_service::CniAgentServer> cni_server_;
   mutable absl::Mutex mu_;
   Config config_ ABSL_GUARDED_BY(mu_);
   NodeView node_ ABSL_GUARDED_BY(mu_);

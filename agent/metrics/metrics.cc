@@ -133,11 +133,11 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
            "1 when the device is advertised Healthy; reason says why not.");
   w.Family("fabric_port_info", "gauge", "Port attributes as sysfs reports them.");
   w.Family("fabric_port_active", "gauge", "1 when the port is ACTIVE and LinkUp.");
-  w.Family("fabric_hw_counter_total", "counter",
+  w.Family("fabric_hw_stat_total", "counter",
            "Driver hw_counters (port=\"0\": device-level hw_counters).");
   w.Family("fabric_port_data_bytes_total", "counter",
            "PMA port_xmit_data/port_rcv_data converted to bytes (they count 4-byte words).");
-  w.Family("fabric_pma_counter_total", "counter", "Other IB PMA port counters (counters/).");
+  w.Family("fabric_pma_stat_total", "counter", "Other IB PMA port counters (counters/).");
 
   std::map<std::string, std::pair<std::vector<Counter>, std::vector<Counter>>> counters;
   for (const RdmaDevice& d : in.devices) {
@@ -166,7 +166,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     auto& [hw, pma] = counters[d.name];
     ReadCounters(paths, d, &hw, &pma);
     for (const Counter& c : hw) {
-      w.Sample("fabric_hw_counter_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
+      w.Sample("fabric_hw_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                c.value);
     }
     for (const Counter& c : pma) {
@@ -175,7 +175,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
         w.Sample("fabric_port_data_bytes_total",
                  {{"device", d.name}, {"port", c.port}, {"direction", dir}}, c.value * 4);
       } else {
-        w.Sample("fabric_pma_counter_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
+        w.Sample("fabric_pma_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                  c.value);
       }
     }
@@ -217,7 +217,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
   }
 
   w.Family("fabric_pod_device_info", "gauge", "A container's hold on a fabric device.");
-  w.Family("fabric_pod_hw_counter_total", "counter",
+  w.Family("fabric_pod_hw_stat_total", "counter",
            "hw_counters of each device a Pod holds, labelled with the Pod "
            "(a shared device's counters appear under every Pod sharing it).");
   w.Family("fabric_pod_port_data_bytes_total", "counter",
@@ -238,7 +238,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
       Labels l = pod;
       l.push_back({"port", c.port});
       l.push_back({"counter", c.name});
-      w.Sample("fabric_pod_hw_counter_total", l, c.value);
+      w.Sample("fabric_pod_hw_stat_total", l, c.value);
     }
     for (const Counter& c : it->second.second) {
       std::string dir;

@@ -51,9 +51,9 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
 
   const std::string text = RenderMetrics(in, fs.paths());
   EXPECT_THAT(text, HasSubstr(
-      "fabric_hw_counter_total{device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
+      "fabric_hw_stat_total{device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
   EXPECT_THAT(text, HasSubstr(
-      "fabric_hw_counter_total{device=\"rdmap79s0\",port=\"0\",counter=\"cmds_err\"} 2\n"));
+      "fabric_hw_stat_total{device=\"rdmap79s0\",port=\"0\",counter=\"cmds_err\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("counter=\"lifespan\"")));
   // PMA data counters count 4-byte words.
   EXPECT_THAT(text, HasSubstr(
@@ -63,7 +63,7 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
       "fabric_device_healthy{device=\"mlx5_0\",reason=\"port 1 DOWN/Disabled\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("fabric_device_healthy{device=\"rdmap79s0\",reason=\"\"} 1\n"));
   EXPECT_THAT(text, HasSubstr(
-      "fabric_pod_hw_counter_total{namespace=\"kv\",pod=\"member-0\",container=\"store\","
+      "fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"member-0\",container=\"store\","
       "device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
   EXPECT_THAT(text, HasSubstr("kind=\"efa\",pci=\"0000:4f:00.0\",driver=\"efa\",numa_node=\"0\""));
   EXPECT_THAT(text, HasSubstr(

@@ -26,10 +26,14 @@ constexpr auto kRegisterTimeout = std::chrono::seconds(5);
 constexpr int kRetryMs = 1000;
 constexpr int kSafetyNetMs = 5000;  // lstat our sockets even without events
 
+// Identity of a socket file: inode numbers are reused after deletion, so a
+// re-created kubelet.sock can carry the old inode; the change time tells.
 uint64_t SocketInode(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
-  return st.st_ino;
+  uint64_t id = st.st_ino * 0x9E3779B97F4A7C15ull;
+  id ^= static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000007ull + st.st_ctim.tv_nsec;
+  return id == 0 ? 1 : id;
 }
 
 absl::Status MkdirAll(const std::string& path, mode_t mode) {

@@ -9,8 +9,11 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
+#include <atomic>
 
 #include "agent/base/file_util.h"
+#include "agent/podresources/fake_podresources_server.h"
 #include "agent/daemon/agent.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -329,6 +332,221 @@ TEST(AgentBinaryTest, BadConfigExitsTwoNamingTheKey) {
   ASSERT_OK(err);
   EXPECT_THAT(*err, HasSubstr("pools[0].mode"));
   EXPECT_FALSE(IsDirectory(dir.path() + "/device-plugins"));
+}
+
+}  // namespace
+}  // namespace fabric
+
+namespace fabric {
+namespace {
+
+// Fetches a path from the agent's HTTP endpoint with curl (a real client).
+std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
+  TempDir dir;
+  const std::string out = dir.path() + "/body";
+  const std::string cmd = "curl -s -o " + out + " -w '%{http_code}' http://127.0.0.1:" +
+                          std::to_string(port) + path + " > " + dir.path() + "/code";
+  std::system(cmd.c_str());
+  auto code = ReadTrimmed(dir.path() + "/code");
+  if (status) *status = code.ok() ? std::atoi(code->c_str()) : 0;
+  auto body = ReadFile(out);
+  return body.ok() ? *body : "";
+}
+
+class ObservedAgentTest : public ::testing::Test {
+ protected:
+  void StartOn(const std::string& node, std::vector<podresources::FakePod> pods = {}) {
+    ASSERT_OK(kubelet_.Start());
+    ASSERT_EQ(::mkdir((dir_.path() + "/pod-resources").c_str(), 0755), 0);
+    podres_.SetPods(std::move(pods));
+    ASSERT_OK(podres_.Start(dir_.path() + "/pod-resources/kubelet.sock"));
+    AgentOptions o = SampleNodeOptions(node, dir_.path());
+    o.metrics_address = "127.0.0.1:0";
+    o.metrics_cache = absl::ZeroDuration();
+    o.podresources_interval = absl::Milliseconds(200);
+    agent_ = std::make_unique<Agent>(o);
+    ASSERT_OK(agent_->Start());
+    ASSERT_TRUE(kubelet_.WaitFor([&] { return AllRegistered(kubelet_, 4); }, absl::Seconds(20)));
+  }
+  void TearDown() override {
+    if (agent_) agent_->Stop();
+    podres_.Stop();
+  }
+  TempDir dir_;
+  sim::KubeletSim kubelet_{dir_.path()};
+  podresources::FakePodResourcesServer podres_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(ObservedAgentTest, MetricsPassPromtoolAndCarryPodLabels) {
+  StartOn("p5.48xlarge",
+          {{"kv", "member-0", {{"store", {{kEfa, "rdmap79s0", {0}}, {kEfa, "rdmap80s0", {0}}}}}},
+           {"kv", "engine-0", {{"vllm", {{kEfa, "rdmap115s0", {1}}}}}}});
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return agent_->holds().size() == 3; }, absl::Seconds(10)));
+  int status = 0;
+  const std::string text = HttpGet(agent_->metrics_port(), "/metrics", &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(text, HasSubstr("fabric_resource_units{resource=\"vpc.amazonaws.com/efa\",mode=\"exclusive\"} 32"));
+  EXPECT_THAT(text, HasSubstr("fabric_resource_allocated_units{resource=\"vpc.amazonaws.com/efa\"} 3"));
+  EXPECT_THAT(text, HasSubstr("fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"engine-0\","
+                              "container=\"vllm\",device=\"rdmap115s0\",port=\"1\",counter=\"tx_bytes\"}"));
+  EXPECT_THAT(text, HasSubstr("fabric_resource_registered{resource=\"vpc.amazonaws.com/efa\",mode=\"kubelet\"} 1"));
+
+  // promtool accepts it without warnings (lint included).
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  }
+  const std::string file = dir_.path() + "/metrics.txt";
+  std::ofstream(file) << text;
+  const std::string cmd = "promtool check metrics < " + file + " > " + dir_.path() + "/lint 2>&1";
+  const int rc = std::system(cmd.c_str());
+  auto lint = ReadFile(dir_.path() + "/lint");
+  EXPECT_EQ(rc, 0) << (lint.ok() ? *lint : "");
+  EXPECT_EQ(lint.ok() ? *lint : "x", "");
+}
+
+TEST_F(ObservedAgentTest, ProbesAndNodeJson) {
+  StartOn("rxe");
+  int status = 0;
+  EXPECT_EQ(HttpGet(agent_->metrics_port(), "/healthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return agent_->plugins().AllRegistered(); }, absl::Seconds(10)));
+  HttpGet(agent_->metrics_port(), "/readyz", &status);
+  EXPECT_EQ(status, 200);
+  const std::string json = HttpGet(agent_->metrics_port(), "/v1/node", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_THAT(json, HasSubstr("\"name\": \"rxe0\""));
+  EXPECT_THAT(json, HasSubstr("\"resource\": \"device.gpustack.ai/rdma.shared\""));
+
+  // The kubelet goes away: not ready, naming the resources.
+  kubelet_.Stop();
+  ::unlink((dir_.path() + "/device-plugins/kubelet.sock").c_str());
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] {
+        HttpGet(agent_->metrics_port(), "/readyz", &status);
+        return status == 503;
+      },
+      absl::Seconds(10)));
+  EXPECT_THAT(HttpGet(agent_->metrics_port(), "/readyz"), HasSubstr("not registered"));
+}
+
+TEST_F(ObservedAgentTest, ExclusiveHoldWithdrawsSharedTokensUntilReleased) {
+  StartOn("mlx5-roce-sriov");
+  const std::string dev = kubelet_.Devices(kRdma)[0].id;  // the PF without VFs
+  auto unhealthy_tokens = [&] {
+    int n = 0;
+    for (const auto& d : kubelet_.Devices(kShared)) n += d.health != "Healthy";
+    return n;
+  };
+  EXPECT_EQ(unhealthy_tokens(), 0);
+  // Pod A holds the device exclusively: all 64 of its tokens are withdrawn.
+  podres_.SetPods({{"ns", "a", {{"c", {{kRdma, dev, {0}}}}}}});
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return unhealthy_tokens() == 64; }, absl::Seconds(10)));
+  auto refused = kubelet_.AllocateIds(kShared, {dev + ".t05"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("withdrawn"));
+  // Released: the tokens come back.
+  podres_.SetPods({});
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return unhealthy_tokens() == 0; }, absl::Seconds(10)));
+
+  // Pod B holds one token: the exclusive ID is withdrawn.
+  podres_.SetPods({{"ns", "b", {{"c", {{kShared, dev + ".t03", {0}}}}}}});
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] { return kubelet_.Devices(kRdma)[0].health == "Unhealthy"; }, absl::Seconds(10)));
+  EXPECT_EQ(unhealthy_tokens(), 0) << "the shared side stays available to other Pods";
+  podres_.SetPods({});
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] { return kubelet_.Devices(kRdma)[0].health == "Healthy"; }, absl::Seconds(10)));
+}
+
+TEST_F(ObservedAgentTest, HostileScrapeDoesNotStallAllocate) {
+  StartOn("p5.48xlarge");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> scrapers;
+  for (int i = 0; i < 16; ++i) {
+    scrapers.emplace_back([&] {
+      while (!stop) HttpGet(agent_->metrics_port(), "/metrics");
+    });
+  }
+  // A slow reader: connects and never reads.
+  const int port = agent_->metrics_port();
+  std::thread slow([&] {
+    std::string cmd = "timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                      "; printf \"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\" >&3; sleep 3'";
+    std::system(cmd.c_str());
+  });
+  absl::Time start = absl::Now();
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = kubelet_.AllocateIds(kEfa, {"rdmap79s0"});
+    ok += r.ok();
+  }
+  const absl::Duration took = absl::Now() - start;
+  stop = true;
+  for (auto& t : scrapers) t.join();
+  slow.join();
+  EXPECT_EQ(ok, 20);
+  std::printf("20 Allocate calls under 16 scrapers + a slow reader: %.1f ms\n",
+              absl::ToDoubleMilliseconds(took));
+  EXPECT_LT(took, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace fabric
+
+namespace fabric {
+namespace {
+
+TEST(AgentSideFilesTest, CdiSpecNfdFileAndCniResolver) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  AgentOptions o = SampleNodeOptions("p6-b200.48xlarge", dir.path());
+  o.paths.cdi_dir = dir.path() + "/cdi";
+  o.paths.state_dir = dir.path() + "/state";
+  ASSERT_EQ(::mkdir(o.paths.cdi_dir.c_str(), 0755), 0);
+  o.write_cdi = true;
+  o.cdi_devices = true;
+  o.memlock_hook_path = "/opt/fabric/bin/fabric-memlock-hook";
+  o.nfd_features_file = dir.path() + "/fabric.features";
+  o.agent_socket = dir.path() + "/agent/agent.sock";
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
+
+  auto nfd = ReadFile(o.nfd_features_file);
+  ASSERT_OK(nfd);
+  EXPECT_THAT(*nfd, HasSubstr("fabric-efa.count=8\n"));
+  EXPECT_THAT(*nfd, HasSubstr("fabric-rdma.count=2\n"));
+
+  auto specs = ListDir(o.paths.cdi_dir);
+  ASSERT_OK(specs);
+  EXPECT_THAT(*specs, ::testing::Contains("vpc.amazonaws.com-efa.json"));
+  auto efa_spec = ReadFile(o.paths.cdi_dir + "/vpc.amazonaws.com-efa.json");
+  ASSERT_OK(efa_spec);
+  EXPECT_THAT(*efa_spec, HasSubstr("fabric-memlock-hook"));
+  EXPECT_THAT(*efa_spec, HasSubstr("/dev/infiniband/uverbs"));
+
+  // Allocate names the CDI device of each granted device.
+  std::vector<std::string> chosen;
+  auto resp = kubelet.Allocate(kEfa, 1, "p", "c", &chosen);
+  ASSERT_OK(resp);
+  ASSERT_EQ(resp->cdi_devices_size(), 1);
+  EXPECT_EQ(resp->cdi_devices(0).name(), "vpc.amazonaws.com/efa=" + chosen[0]);
+
+  // The CNI service's view of a grant.
+  auto efa = agent.Resolve(kEfa, chosen[0]);
+  ASSERT_TRUE(efa.has_value());
+  EXPECT_TRUE(efa->efa);
+  EXPECT_TRUE(efa->exclusive);
+  const std::string mlx = kubelet.Devices(kRdma)[0].id;
+  auto tok = agent.Resolve(kShared, mlx + ".t00");
+  ASSERT_TRUE(tok.has_value());
+  EXPECT_FALSE(tok->exclusive);
+  EXPECT_EQ(tok->rdma_device, mlx);
+  EXPECT_FALSE(agent.Resolve(kShared, "nope").has_value());
+  EXPECT_TRUE(PathExists(o.agent_socket));
+  agent.Stop();
 }
 
 }  // namespace
