@@ -3,9 +3,8 @@
 #ifndef FABRIC_AGENT_BASE_ERRORS_H_
 #define FABRIC_AGENT_BASE_ERRORS_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace fabric {
 

@@ -35,8 +35,7 @@ bool IsDirectory(const std::string& path);
 // Last path component ("a/b/c" -> "c").
 std::string Basename(const std::string& path);
 // Writes a file atomically (temp file in the same directory + rename).
-absl::Status WriteFileAtomic(const std::string& path, const std::string& contents,
-                             int mode = 0644);
+absl::Status WriteFileAtomic(const std::string& path, const std::string& contents, int mode = 0644);
 // Compares names so that "uverbs2" < "uverbs10" (numeric runs by value).
 bool NaturalLess(const std::string& a, const std::string& b);
 

@@ -21,9 +21,7 @@ struct HostPaths {
   std::string Dev(const std::string& rel) const { return dev_root + "/" + rel; }
   std::string DevicePluginDir() const { return kubelet_root + "/device-plugins"; }
   std::string PluginsRegistryDir() const { return kubelet_root + "/plugins_registry"; }
-  std::string PodResourcesSocket() const {
-    return kubelet_root + "/pod-resources/kubelet.sock";
-  }
+  std::string PodResourcesSocket() const { return kubelet_root + "/pod-resources/kubelet.sock"; }
 };
 
 // The path a container (and the kubelet, which runs on the host) uses for a

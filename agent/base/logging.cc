@@ -1,19 +1,19 @@
 #include "agent/base/logging.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <array>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 namespace fabric {
 namespace {
 
 constexpr std::array<std::string_view, 12> kNames = {
-    "agent", "discovery", "config", "plugin", "registration", "health",
-    "metrics", "podresources", "cdi", "cni", "sim", "tool"};
+    "agent",   "discovery",    "config", "plugin", "registration", "health",
+    "metrics", "podresources", "cdi",    "cni",    "sim",          "tool"};
 
 struct LogState {
   std::mutex mu;
@@ -25,7 +25,8 @@ struct LogState {
     auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     for (size_t i = 0; i < kNames.size(); ++i) {
       loggers[i] = std::make_shared<spdlog::logger>(std::string(kNames[i]), console);
-      loggers[i]->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%L%$ [%n] %v", spdlog::pattern_time_type::utc);
+      loggers[i]->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%L%$ [%n] %v",
+                              spdlog::pattern_time_type::utc);
     }
     LogLevel level = LogLevel::kInfo;
     if (const char* env = std::getenv("FABRIC_LOG_LEVEL")) ParseLogLevel(env, &level);
@@ -38,10 +39,14 @@ struct LogState {
 
   static spdlog::level::level_enum ToSpd(LogLevel l) {
     switch (l) {
-      case LogLevel::kDebug: return spdlog::level::debug;
-      case LogLevel::kInfo: return spdlog::level::info;
-      case LogLevel::kWarn: return spdlog::level::warn;
-      case LogLevel::kError: return spdlog::level::err;
+      case LogLevel::kDebug:
+        return spdlog::level::debug;
+      case LogLevel::kInfo:
+        return spdlog::level::info;
+      case LogLevel::kWarn:
+        return spdlog::level::warn;
+      case LogLevel::kError:
+        return spdlog::level::err;
     }
     return spdlog::level::info;
   }
@@ -74,11 +79,16 @@ void SetLogLevel(LogLevel level) {
 }
 
 bool ParseLogLevel(std::string_view s, LogLevel* out) {
-  if (s == "debug") *out = LogLevel::kDebug;
-  else if (s == "info") *out = LogLevel::kInfo;
-  else if (s == "warn" || s == "warning") *out = LogLevel::kWarn;
-  else if (s == "error") *out = LogLevel::kError;
-  else return false;
+  if (s == "debug")
+    *out = LogLevel::kDebug;
+  else if (s == "info")
+    *out = LogLevel::kInfo;
+  else if (s == "warn" || s == "warning")
+    *out = LogLevel::kWarn;
+  else if (s == "error")
+    *out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

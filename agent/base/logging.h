@@ -3,12 +3,12 @@
 #ifndef FABRIC_AGENT_BASE_LOGGING_H_
 #define FABRIC_AGENT_BASE_LOGGING_H_
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "absl/strings/string_view.h"
 

@@ -6,9 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define FABRIC_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::absl::Status fabric_status_ = (expr);        \
+#define FABRIC_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status fabric_status_ = (expr);          \
     if (!fabric_status_.ok()) return fabric_status_; \
   } while (0)
 

@@ -1,12 +1,11 @@
 #include "agent/config/config.h"
 
 #include <fnmatch.h>
+#include <yaml-cpp/yaml.h>
 
 #include <map>
 #include <regex>
 #include <set>
-
-#include <yaml-cpp/yaml.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -118,9 +117,12 @@ absl::StatusOr<Selector> ParseSelector(const YAML::Node& node, const std::string
     if (key == "kinds") {
       FABRIC_ASSIGN_OR_RETURN(auto kinds, StringList(v, source, path));
       for (const std::string& k : kinds) {
-        if (k == "efa") sel.kinds.push_back(DeviceKind::kEfa);
-        else if (k == "rdma") sel.kinds.push_back(DeviceKind::kRdma);
-        else return KeyError(source, path, absl::StrCat("'", k, "' is not efa or rdma"));
+        if (k == "efa")
+          sel.kinds.push_back(DeviceKind::kEfa);
+        else if (k == "rdma")
+          sel.kinds.push_back(DeviceKind::kRdma);
+        else
+          return KeyError(source, path, absl::StrCat("'", k, "' is not efa or rdma"));
       }
     } else if (key == "vendors") {
       FABRIC_ASSIGN_OR_RETURN(sel.vendors, HexList(v, source, path));
@@ -168,28 +170,34 @@ absl::StatusOr<PoolConfig> ParsePool(const YAML::Node& node, const std::string& 
     return KeyError(source, where + ".name", std::string(s.message()));
   }
   std::string mode = node["mode"] ? node["mode"].as<std::string>() : "exclusive";
-  if (mode == "exclusive") pool.mode = PoolMode::kExclusive;
-  else if (mode == "shared") pool.mode = PoolMode::kShared;
-  else return KeyError(source, where + ".mode", absl::StrCat("'", mode, "' is not exclusive or shared"));
+  if (mode == "exclusive")
+    pool.mode = PoolMode::kExclusive;
+  else if (mode == "shared")
+    pool.mode = PoolMode::kShared;
+  else
+    return KeyError(source, where + ".mode",
+                    absl::StrCat("'", mode, "' is not exclusive or shared"));
   if (node["tokensPerDevice"]) {
     if (pool.mode != PoolMode::kShared) {
       return KeyError(source, where + ".tokensPerDevice", "only valid with mode: shared");
     }
-    FABRIC_ASSIGN_OR_RETURN(pool.tokens_per_device,
-                            Int(node["tokensPerDevice"], source, where + ".tokensPerDevice", 1, 1000));
+    FABRIC_ASSIGN_OR_RETURN(pool.tokens_per_device, Int(node["tokensPerDevice"], source,
+                                                        where + ".tokensPerDevice", 1, 1000));
   }
   if (!node["selector"]) return KeyError(source, where + ".selector", "required");
-  FABRIC_ASSIGN_OR_RETURN(pool.selector, ParseSelector(node["selector"], source, where + ".selector"));
+  FABRIC_ASSIGN_OR_RETURN(pool.selector,
+                          ParseSelector(node["selector"], source, where + ".selector"));
   return pool;
 }
 
 absl::Status ParseHealth(const YAML::Node& node, const std::string& source, HealthConfig* out) {
   const std::string where = "health";
   if (!node.IsMap()) return KeyError(source, where, "expected a mapping");
-  FABRIC_RETURN_IF_ERROR(CheckKeys(node, {"pollIntervalMs", "portHoldDownMs", "efa"}, source, where));
+  FABRIC_RETURN_IF_ERROR(
+      CheckKeys(node, {"pollIntervalMs", "portHoldDownMs", "efa"}, source, where));
   if (node["pollIntervalMs"]) {
-    FABRIC_ASSIGN_OR_RETURN(out->poll_interval_ms,
-                            Int(node["pollIntervalMs"], source, "health.pollIntervalMs", 10, 60000));
+    FABRIC_ASSIGN_OR_RETURN(out->poll_interval_ms, Int(node["pollIntervalMs"], source,
+                                                       "health.pollIntervalMs", 10, 60000));
   }
   if (node["portHoldDownMs"]) {
     FABRIC_ASSIGN_OR_RETURN(out->port_hold_down_ms, Int(node["portHoldDownMs"], source,
@@ -216,12 +224,14 @@ absl::Status ParseHealth(const YAML::Node& node, const std::string& source, Heal
       }
     }
     if (efa["checkIntervalMs"]) {
-      FABRIC_ASSIGN_OR_RETURN(out->efa.check_interval_ms, Int(efa["checkIntervalMs"], source,
-                                                              "health.efa.checkIntervalMs", 10, 600000));
+      FABRIC_ASSIGN_OR_RETURN(
+          out->efa.check_interval_ms,
+          Int(efa["checkIntervalMs"], source, "health.efa.checkIntervalMs", 10, 600000));
     }
     if (efa["quietPeriodMs"]) {
-      FABRIC_ASSIGN_OR_RETURN(out->efa.quiet_period_ms, Int(efa["quietPeriodMs"], source,
-                                                            "health.efa.quietPeriodMs", 0, 86400000));
+      FABRIC_ASSIGN_OR_RETURN(
+          out->efa.quiet_period_ms,
+          Int(efa["quietPeriodMs"], source, "health.efa.quietPeriodMs", 0, 86400000));
     }
   }
   return absl::OkStatus();
@@ -253,7 +263,8 @@ bool Selector::Matches(const RdmaDevice& dev) const {
   if (!ibdev_names.empty() && !GlobAny(ibdev_names, dev.name)) return false;
   if (!netdev_names.empty()) {
     bool any = false;
-    for (const PortInfo& p : dev.ports) any = any || (!p.netdev.empty() && GlobAny(netdev_names, p.netdev));
+    for (const PortInfo& p : dev.ports)
+      any = any || (!p.netdev.empty() && GlobAny(netdev_names, p.netdev));
     for (const std::string& n : dev.netdevs) any = any || GlobAny(netdev_names, n);
     if (!any) return false;
   }
@@ -326,7 +337,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& s
         const std::string where = absl::StrCat("pools[", i, "]");
         FABRIC_ASSIGN_OR_RETURN(PoolConfig pool, ParsePool(pools[i], source, where));
         if (!names.insert(pool.name).second) {
-          return KeyError(source, where + ".name", absl::StrCat("duplicate pool '", pool.name, "'"));
+          return KeyError(source, where + ".name",
+                          absl::StrCat("duplicate pool '", pool.name, "'"));
         }
         config.pools.push_back(std::move(pool));
       }
@@ -360,14 +372,16 @@ absl::Status ValidateResourceName(const std::string& name) {
   const std::string prefix = "requests." + name.substr(0, slash);
   const std::string short_name = name.substr(slash + 1);
   if (name.find('/', slash + 1) != std::string::npos) return invalid("more than one '/'");
-  static const std::regex kLabel("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  static const std::regex kLabel(
+      "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
   if (prefix.size() > 253 || !std::regex_match(prefix, kLabel)) {
     return invalid("the prefix must be a DNS subdomain (lowercase, at most 253 characters)");
   }
   static const std::regex kName("[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?");
   if (short_name.empty() || short_name.size() > 63 || !std::regex_match(short_name, kName)) {
-    return invalid("the name part must be 1-63 characters of [A-Za-z0-9_.-], "
-                   "starting and ending alphanumeric");
+    return invalid(
+        "the name part must be 1-63 characters of [A-Za-z0-9_.-], "
+        "starting and ending alphanumeric");
   }
   return absl::OkStatus();
 }

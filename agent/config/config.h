@@ -50,7 +50,7 @@ struct EfaHealthRule {
 };
 
 struct HealthConfig {
-  int64_t poll_interval_ms = 200;   // sysfs poll period for port state and counters
+  int64_t poll_interval_ms = 200;    // sysfs poll period for port state and counters
   int64_t port_hold_down_ms = 2000;  // a port must stay up this long before Healthy again
   EfaHealthRule efa;
 };

@@ -53,7 +53,8 @@ pools:
       vendors: ["0x15b3"]
       linkTypes: [Ethernet]
       netdevNames: ["ens1f*"]
-)", "test.yaml");
+)",
+                       "test.yaml");
   ASSERT_OK(c);
   ASSERT_EQ(c->pools.size(), 1u);
   EXPECT_EQ(c->pools[0].mode, PoolMode::kShared);
@@ -89,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
     All, BadConfigTest,
     ::testing::Values(
         BadCase{"pool: []", "pool: unknown key"},
-        BadCase{"pools: [{name: a.com/x, selector: {kind: [efa]}}]", "pools[0].selector.kind: unknown key"},
+        BadCase{"pools: [{name: a.com/x, selector: {kind: [efa]}}]",
+                "pools[0].selector.kind: unknown key"},
         BadCase{"pools: [{name: rdma, selector: {}}]", "pools[0].name"},
         BadCase{"pools: [{name: kubernetes.io/rdma, selector: {}}]", "reserved"},
         BadCase{"pools: [{name: Example.com/rdma, selector: {}}]", "DNS subdomain"},
@@ -103,9 +105,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"pools: [{name: a.com/x, selector: {linkTypes: [IB]}}]", "linkTypes"},
         BadCase{"pools: [{name: a.com/x, selector: {isVF: maybe}}]", "isVF"},
         BadCase{"pools: [{name: a.com/x}]", "pools[0].selector: required"},
-        BadCase{"pools: [{name: a.com/x, selector: {}}, {name: a.com/x, selector: {}}]", "duplicate"},
+        BadCase{"pools: [{name: a.com/x, selector: {}}, {name: a.com/x, selector: {}}]",
+                "duplicate"},
         BadCase{"pools: [{name: a.com/x, selector: {}]", "not valid YAML"},
-        BadCase{"health: {efa: {errorCounters: {cmds_err: 0}}}", "health.efa.errorCounters.cmds_err"}));
+        BadCase{"health: {efa: {errorCounters: {cmds_err: 0}}}",
+                "health.efa.errorCounters.cmds_err"}));
 
 TEST(ResourceNameTest, KubeletRules) {
   EXPECT_OK(ValidateResourceName("vpc.amazonaws.com/efa"));

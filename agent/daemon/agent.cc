@@ -8,8 +8,8 @@
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "agent/netns/rdma_netlink_mnl.h"
-#include "plugin/deviceplugin/allocation.h"
 #include "nlohmann/json.hpp"
+#include "plugin/deviceplugin/allocation.h"
 
 namespace fabric {
 namespace {
@@ -74,7 +74,7 @@ absl::Status Agent::Start() {
   }
   if (options_.write_cdi) {
     cdi_writer_ = std::make_unique<cdi::CdiSpecWriter>(options_.paths.cdi_dir,
-                                                      options_.paths.state_dir + "/cdi");
+                                                       options_.paths.state_dir + "/cdi");
   }
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
   if (absl::Status s = plugins_->Start(); !s.ok()) return s;
@@ -201,7 +201,8 @@ std::shared_ptr<const PoolSnapshot> Agent::BuildPoolSnapshot(const PoolConfig& p
                                }),
                 members.end());
   for (const RdmaDevice& d : node_.inventory.devices) {
-    if (pool.selector.Matches(d) && std::find(members.begin(), members.end(), d.name) == members.end()) {
+    if (pool.selector.Matches(d) &&
+        std::find(members.begin(), members.end(), d.name) == members.end()) {
       members.push_back(d.name);
     }
   }
@@ -245,15 +246,15 @@ void Agent::WriteSideFilesLocked() {
         if (!node_.inventory.Find(name)) continue;  // gone: kept below while referenced
         cdi::CdiDevice d;
         d.name = name;
-        d.nodes.push_back({HostDevicePath(dev.uverbs.rel_path), "", dev.uverbs.major,
-                           dev.uverbs.minor});
+        d.nodes.push_back(
+            {HostDevicePath(dev.uverbs.rel_path), "", dev.uverbs.major, dev.uverbs.minor});
         d.env.push_back(absl::StrCat(DevicesEnvName(pool.name), "_", name, "=", name));
         any_rdma = any_rdma || dev.kind == DeviceKind::kRdma;
         in.devices.push_back(std::move(d));
       }
       if (any_rdma && snap->rdma_cm) {
-        in.common_nodes.push_back({HostDevicePath(snap->rdma_cm->rel_path), "", snap->rdma_cm->major,
-                                   snap->rdma_cm->minor});
+        in.common_nodes.push_back({HostDevicePath(snap->rdma_cm->rel_path), "",
+                                   snap->rdma_cm->major, snap->rdma_cm->minor});
       }
       if (!options_.memlock_hook_path.empty()) {
         in.memlock_hook = cdi::MemlockHook(options_.memlock_hook_path, options_.memlock_limit);
@@ -274,11 +275,10 @@ void Agent::WriteSideFilesLocked() {
   if (!options_.nfd_features_file.empty()) {
     int efa = 0, rdma = 0;
     for (const RdmaDevice& d : node_.inventory.devices) (d.kind == DeviceKind::kEfa ? efa : rdma)++;
-    std::string text = absl::StrCat("# written by fabric-agent\n",
-                                    "fabric-efa.present=", efa > 0 ? "true" : "false", "\n",
-                                    "fabric-efa.count=", efa, "\n",
-                                    "fabric-rdma.present=", rdma > 0 ? "true" : "false", "\n",
-                                    "fabric-rdma.count=", rdma, "\n");
+    std::string text = absl::StrCat(
+        "# written by fabric-agent\n", "fabric-efa.present=", efa > 0 ? "true" : "false", "\n",
+        "fabric-efa.count=", efa, "\n", "fabric-rdma.present=", rdma > 0 ? "true" : "false", "\n",
+        "fabric-rdma.count=", rdma, "\n");
     if (absl::Status s = WriteFileAtomic(options_.nfd_features_file, text); !s.ok()) {
       LogWarn(Component::kAgent, "NFD feature file not written: {}", s.message());
     }
@@ -361,12 +361,14 @@ bool Agent::RefreshAllocations() {
       }
     }
   }
-  const bool changed = withdrawn != withdrawn_ || holds.size() != holds_.size() ||
-                       allocated != allocated_units_;
+  const bool changed =
+      withdrawn != withdrawn_ || holds.size() != holds_.size() || allocated != allocated_units_;
   for (const auto& [pool, ids] : withdrawn) {
     if (withdrawn_[pool] != ids) {
-      LogInfo(Component::kPodResources, "{}: {} unit(s) withdrawn while their device is held "
-              "through another pool", pool, ids.size());
+      LogInfo(Component::kPodResources,
+              "{}: {} unit(s) withdrawn while their device is held "
+              "through another pool",
+              pool, ids.size());
     }
   }
   holds_ = std::move(holds);
@@ -466,7 +468,8 @@ std::string Agent::NodeJson() const {
     auto h = node_.health.find(name);
     bool healthy = live != nullptr && (h == node_.health.end() || h->second.healthy);
     d["healthy"] = healthy;
-    d["reason"] = live == nullptr ? "device removed" : (h == node_.health.end() ? "" : h->second.reason);
+    d["reason"] =
+        live == nullptr ? "device removed" : (h == node_.health.end() ? "" : h->second.reason);
     d["pci"] = dev.pci ? json(dev.pci->address) : json(nullptr);
     d["numa_node"] = dev.numa_node();
     d["uverbs"] = {{"path", HostDevicePath(dev.uverbs.rel_path)},
@@ -477,17 +480,20 @@ std::string Agent::NodeJson() const {
     d["pools"] = PoolsSelecting(config_, dev);
     json ports = json::array();
     for (const PortInfo& p : (live ? live->ports : dev.ports)) {
-      ports.push_back({{"port", p.number}, {"state", p.state}, {"phys_state", p.phys_state},
-                       {"link_layer", p.link_layer}, {"rate", p.rate}, {"active", p.active()}});
+      ports.push_back({{"port", p.number},
+                       {"state", p.state},
+                       {"phys_state", p.phys_state},
+                       {"link_layer", p.link_layer},
+                       {"rate", p.rate},
+                       {"active", p.active()}});
     }
     d["ports"] = ports;
     devices.push_back(d);
   }
   out["devices"] = devices;
-  out["rdma_cm"] = node_.inventory.rdma_cm
-                       ? json({{"major", node_.inventory.rdma_cm->major},
-                               {"minor", node_.inventory.rdma_cm->minor}})
-                       : json(nullptr);
+  out["rdma_cm"] = node_.inventory.rdma_cm ? json({{"major", node_.inventory.rdma_cm->major},
+                                                   {"minor", node_.inventory.rdma_cm->minor}})
+                                           : json(nullptr);
   json pools = json::array();
   for (const PoolConfig& pool : config_.pools) {
     auto snap = pools_.at(pool.name)->snapshot();
@@ -513,8 +519,11 @@ std::string Agent::NodeJson() const {
   out["pools"] = pools;
   json holds = json::array();
   for (const PodDeviceHold& h : holds_) {
-    holds.push_back({{"namespace", h.ns}, {"pod", h.pod}, {"container", h.container},
-                     {"resource", h.resource}, {"device", h.device}});
+    holds.push_back({{"namespace", h.ns},
+                     {"pod", h.pod},
+                     {"container", h.container},
+                     {"resource", h.resource},
+                     {"device", h.device}});
   }
   out["allocations"] = holds;
   out["warnings"] = node_.inventory.warnings;

@@ -5,25 +5,25 @@
 #define FABRIC_AGENT_DAEMON_AGENT_H_
 
 #include <map>
-#include <set>
-#include <thread>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/base/host_paths.h"
+#include "agent/cdi/cdi_spec_writer.h"
+#include "agent/cni_service/cni_agent_server.h"
+#include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
 #include "agent/health/health_monitor.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
-#include "agent/podresources/podresources_client.h"
-#include "agent/cdi/cdi_spec_writer.h"
-#include "agent/cni_service/cni_agent_server.h"
-#include "agent/cni_service/cni_service.h"
-#include "agent/netns/rdma_netlink.h"
 #include "agent/model/device.h"
+#include "agent/netns/rdma_netlink.h"
+#include "agent/podresources/podresources_client.h"
 #include "plugin/deviceplugin/plugin_manager.h"
 #include "plugin/deviceplugin/pool_state.h"
 
@@ -37,8 +37,8 @@ struct AgentOptions {
   absl::Duration metrics_cache = absl::Seconds(1);
   // How often PodResources is listed (also right after each Allocate).
   absl::Duration podresources_interval = absl::Seconds(2);
-  bool write_cdi = false;    // write CDI specs into paths.cdi_dir
-  bool cdi_devices = false;  // Allocate also returns cdi_devices names
+  bool write_cdi = false;         // write CDI specs into paths.cdi_dir
+  bool cdi_devices = false;       // Allocate also returns cdi_devices names
   std::string memlock_hook_path;  // host path of fabric-memlock-hook; empty: no hook
   std::string memlock_limit = "unlimited";
   std::string nfd_features_file;  // NFD local feature file; empty: not written

@@ -12,22 +12,29 @@
 #include "agent/daemon/agent_runner.h"
 #include "tools/oci-hook/memlock_hook.h"
 
-ABSL_FLAG(std::string, config, "", "Pool configuration file (YAML or JSON); empty: built-in defaults");
+ABSL_FLAG(std::string, config, "",
+          "Pool configuration file (YAML or JSON); empty: built-in defaults");
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Where the host's sysfs is mounted");
 ABSL_FLAG(std::string, dev_root, "/dev", "Where the host's /dev is visible (optional)");
 ABSL_FLAG(std::string, kubelet_root, "/var/lib/kubelet", "The kubelet's root directory");
 ABSL_FLAG(std::string, registration, "auto", "auto|kubelet|watcher");
-ABSL_FLAG(std::string, metrics_address, "", "HTTP listen address for /metrics, /healthz, /readyz (e.g. 0.0.0.0:9435)");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HTTP listen address for /metrics, /healthz, /readyz (e.g. 0.0.0.0:9435)");
 ABSL_FLAG(std::string, cdi_dir, "/var/run/cdi", "Directory for CDI spec files");
 ABSL_FLAG(std::string, state_dir, "/var/lib/fabric-agent", "Directory for durable agent state");
 ABSL_FLAG(std::string, log_level, "info", "debug|info|warn|error");
 ABSL_FLAG(bool, write_cdi, true, "Write CDI spec files into --cdi-dir");
-ABSL_FLAG(bool, cdi_devices, false, "Allocate also returns CDI device names (runtimes with CDI on)");
+ABSL_FLAG(bool, cdi_devices, false,
+          "Allocate also returns CDI device names (runtimes with CDI on)");
 ABSL_FLAG(std::string, memlock_hook_path, "/opt/fabric/bin/fabric-memlock-hook",
           "Host path of fabric-memlock-hook referenced by the CDI specs; empty: no hook");
-ABSL_FLAG(std::string, memlock_limit, "unlimited", "RLIMIT_MEMLOCK the hook sets (unlimited, bytes, or 64Gi)");
-ABSL_FLAG(std::string, agent_socket, "", "Unix socket for fabric-cni (e.g. /var/run/fabric-agent/agent.sock); empty: CNI part off");
-ABSL_FLAG(std::string, nfd_features_file, "", "Write Node Feature Discovery labels to this file (features.d); empty: off");
+ABSL_FLAG(std::string, memlock_limit, "unlimited",
+          "RLIMIT_MEMLOCK the hook sets (unlimited, bytes, or 64Gi)");
+ABSL_FLAG(
+    std::string, agent_socket, "",
+    "Unix socket for fabric-cni (e.g. /var/run/fabric-agent/agent.sock); empty: CNI part off");
+ABSL_FLAG(std::string, nfd_features_file, "",
+          "Write Node Feature Discovery labels to this file (features.d); empty: off");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -71,7 +78,8 @@ int main(int argc, char** argv) {
   opts.agent_socket = absl::GetFlag(FLAGS_agent_socket);
   opts.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
   if (!fabric::memlock_hook::ParseMemlock(opts.memlock_limit).ok()) {
-    std::fprintf(stderr, "fabric-agent: --memlock-limit: '%s' is not unlimited, bytes or <n>Ki/Mi/Gi\n",
+    std::fprintf(stderr,
+                 "fabric-agent: --memlock-limit: '%s' is not unlimited, bytes or <n>Ki/Mi/Gi\n",
                  opts.memlock_limit.c_str());
     return 2;
   }

@@ -111,9 +111,8 @@ absl::StatusOr<std::vector<std::string>> PciNetdevs(const std::string& ibdev_dir
 absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
   PortInfo p;
   p.number = number;
-  for (auto [file, code, name] :
-       {std::tuple{"state", &p.state_code, &p.state},
-        std::tuple{"phys_state", &p.phys_state_code, &p.phys_state}}) {
+  for (auto [file, code, name] : {std::tuple{"state", &p.state_code, &p.state},
+                                  std::tuple{"phys_state", &p.phys_state_code, &p.phys_state}}) {
     const std::string path = absl::StrCat(port_dir, "/", file);
     auto text = ReadTrimmed(path);
     if (!text.ok()) return text.status();

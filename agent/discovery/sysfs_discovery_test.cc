@@ -13,9 +13,9 @@ namespace fabric {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::FakeSysfs;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-using testing::FakeSysfs;
 
 TEST(DiscoveryTest, EmptyNodeIsNotAnError) {
   FakeSysfs fs;
@@ -106,11 +106,18 @@ TEST(DiscoveryTest, RxeHasNoPciParent) {
 TEST(DiscoveryTest, SriovRolesAndRoceNetdevs) {
   FakeSysfs fs;
   fs.AddMlx5("mlx5_0", "0000:3b:00.0",
-             {.numa_node = 1, .device_id = 0x101d, .link_layer = "Ethernet",
-              .netdev = "ens1f0np0", .sriov_numvfs = 2, .sriov_totalvfs = 8});
+             {.numa_node = 1,
+              .device_id = 0x101d,
+              .link_layer = "Ethernet",
+              .netdev = "ens1f0np0",
+              .sriov_numvfs = 2,
+              .sriov_totalvfs = 8});
   fs.AddMlx5("mlx5_2", "0000:3b:00.2",
-             {.numa_node = 1, .device_id = 0x101e, .link_layer = "Ethernet",
-              .netdev = "ens1f0v0", .physfn = "0000:3b:00.0"});
+             {.numa_node = 1,
+              .device_id = 0x101e,
+              .link_layer = "Ethernet",
+              .netdev = "ens1f0v0",
+              .physfn = "0000:3b:00.0"});
   auto inv = DiscoverNode(fs.paths());
   ASSERT_OK(inv);
   const RdmaDevice* pf = inv->Find("mlx5_0");

@@ -28,7 +28,7 @@ HealthMonitor::HealthMonitor(HostPaths paths, HealthConfig config, Publish publi
 HealthMonitor::~HealthMonitor() { Stop(); }
 
 std::map<std::string, DeviceHealth> HealthMonitor::Prime(const NodeInventory& inventory,
-                                                        absl::Time now) {
+                                                         absl::Time now) {
   absl::MutexLock lock(&mu_);
   inventory_ = inventory;
   listing_ = Listing(paths_);
@@ -93,7 +93,8 @@ bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
   bool changed_state = false;
   std::string problem;
   for (PortInfo& port : dev.ports) {
-    const std::string dir = paths_.Sys(absl::StrCat("class/infiniband/", dev.name, "/ports/", port.number));
+    const std::string dir =
+        paths_.Sys(absl::StrCat("class/infiniband/", dev.name, "/ports/", port.number));
     auto state = ReadTrimmed(dir + "/state");
     auto phys = ReadTrimmed(dir + "/phys_state");
     PortTrack& track = ports_[dev.name][port.number];
@@ -149,9 +150,8 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
       if (last != track.last.end() && *v >= last->second &&
           *v - last->second >= counter.threshold) {
         track.last_growth = now;
-        track.last_problem =
-            absl::StrCat(counter.name, " grew by ", *v - last->second, " (threshold ",
-                         counter.threshold, ")");
+        track.last_problem = absl::StrCat(counter.name, " grew by ", *v - last->second,
+                                          " (threshold ", counter.threshold, ")");
       }
       track.last[counter.name] = *v;
     }

@@ -42,7 +42,7 @@ class HealthMonitor {
 
  private:
   struct PortTrack {
-    bool down = false;          // currently considered down
+    bool down = false;                           // currently considered down
     absl::Time up_since = absl::InfinitePast();  // first seen up again after being down
     std::string last_problem;
   };
@@ -58,8 +58,7 @@ class HealthMonitor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::map<std::string, DeviceHealth> Evaluate(absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, DeviceHealth> Evaluate(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const HostPaths paths_;
   const Publish publish_;

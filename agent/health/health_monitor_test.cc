@@ -9,8 +9,8 @@
 namespace fabric {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeSysfs;
+using ::testing::HasSubstr;
 
 class HealthMonitorTest : public ::testing::Test {
  protected:
@@ -72,7 +72,8 @@ TEST_F(HealthMonitorTest, FlappingLinkStaysUnhealthy) {
   int published_before = 0;
   for (int i = 0; i < 10; ++i) {
     if (i == 1) published_before = published_;
-    fs_.SetPortState("mlx5_0", 1, i % 2 ? "4: ACTIVE" : "1: DOWN", i % 2 ? "5: LinkUp" : "2: Polling");
+    fs_.SetPortState("mlx5_0", 1, i % 2 ? "4: ACTIVE" : "1: DOWN",
+                     i % 2 ? "5: LinkUp" : "2: Polling");
     Advance(absl::Milliseconds(500));
     Tick();
     EXPECT_FALSE(H("mlx5_0").healthy) << i;

@@ -31,7 +31,8 @@ absl::Status HttpServer::Start(const std::string& address) {
         absl::StrCat("--metrics-address: '", address, "' is not host:port"));
   }
   std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty()) host = "0.0.0.0";
 
   server_ = std::make_unique<httplib::Server>();

@@ -36,10 +36,14 @@ std::string EscapeLabel(const std::string& v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out.push_back(c);
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -55,7 +59,8 @@ class Writer {
   void Family(const std::string& name, const std::string& type, const std::string& help) {
     if (!families_.count(name)) {
       order_.push_back(name);
-      families_[name] = absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+      families_[name] =
+          absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
     }
   }
   void Sample(const std::string& family, const std::string& name, const Labels& labels,
@@ -115,9 +120,12 @@ void ReadCounters(const HostPaths& paths, const RdmaDevice& dev, std::vector<Cou
 }
 
 bool IsPmaData(const std::string& name, std::string* direction) {
-  if (name == "port_xmit_data") *direction = "xmit";
-  else if (name == "port_rcv_data") *direction = "rcv";
-  else return false;
+  if (name == "port_xmit_data")
+    *direction = "xmit";
+  else if (name == "port_rcv_data")
+    *direction = "rcv";
+  else
+    return false;
   return true;
 }
 
@@ -175,8 +183,8 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
         w.Sample("fabric_port_data_bytes_total",
                  {{"device", d.name}, {"port", c.port}, {"direction", dir}}, c.value * 4);
       } else {
-        w.Sample("fabric_pma_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
-                 c.value);
+        w.Sample("fabric_pma_stat_total",
+                 {{"device", d.name}, {"port", c.port}, {"counter", c.name}}, c.value);
       }
     }
   }
@@ -189,7 +197,8 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
   w.Family("fabric_resource_healthy_units", "gauge", "Healthy units per resource.");
   w.Family("fabric_resource_allocated_units", "gauge",
            "Units held by Pods per resource (from the kubelet's PodResources API).");
-  w.Family("fabric_resource_registered", "gauge", "1 when the resource is registered with the kubelet.");
+  w.Family("fabric_resource_registered", "gauge",
+           "1 when the resource is registered with the kubelet.");
   w.Family("fabric_allocate_requests_total", "counter", "Allocate calls by result.");
   w.Family("fabric_allocate_duration_seconds", "histogram", "Allocate handling time.");
   for (const PoolMetrics& p : in.pools) {
@@ -197,9 +206,10 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     w.Sample("fabric_resource_units", {{"resource", p.resource}, {"mode", p.mode}}, p.units);
     w.Sample("fabric_resource_healthy_units", r, p.healthy_units);
     w.Sample("fabric_resource_allocated_units", r, p.allocated_units);
-    w.Sample("fabric_resource_registered", {{"resource", p.resource}, {"mode", p.registration_mode}},
-             p.registered ? 1 : 0);
-    w.Sample("fabric_allocate_requests_total", {{"resource", p.resource}, {"result", "ok"}}, p.allocate_ok);
+    w.Sample("fabric_resource_registered",
+             {{"resource", p.resource}, {"mode", p.registration_mode}}, p.registered ? 1 : 0);
+    w.Sample("fabric_allocate_requests_total", {{"resource", p.resource}, {"result", "ok"}},
+             p.allocate_ok);
     w.Sample("fabric_allocate_requests_total", {{"resource", p.resource}, {"result", "error"}},
              p.allocate_error);
     const auto& h = p.allocate_latency;
@@ -225,14 +235,19 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
   std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
   for (const PodDeviceHold& hold : in.holds) {
     w.Sample("fabric_pod_device_info",
-             {{"namespace", hold.ns}, {"pod", hold.pod}, {"container", hold.container},
-              {"resource", hold.resource}, {"device", hold.device}},
+             {{"namespace", hold.ns},
+              {"pod", hold.pod},
+              {"container", hold.container},
+              {"resource", hold.resource},
+              {"device", hold.device}},
              1);
     // One set of counter series per (pod, container, device), whatever the resource.
     if (!seen.insert({hold.ns, hold.pod, hold.container, hold.device}).second) continue;
     auto it = counters.find(hold.device);
     if (it == counters.end()) continue;
-    const Labels pod = {{"namespace", hold.ns}, {"pod", hold.pod}, {"container", hold.container},
+    const Labels pod = {{"namespace", hold.ns},
+                        {"pod", hold.pod},
+                        {"container", hold.container},
                         {"device", hold.device}};
     for (const Counter& c : it->second.first) {
       Labels l = pod;
@@ -250,7 +265,8 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     }
   }
 
-  w.Family("fabric_kubelet_restarts_total", "counter", "Kubelet restarts seen (kubelet.sock re-created).");
+  w.Family("fabric_kubelet_restarts_total", "counter",
+           "Kubelet restarts seen (kubelet.sock re-created).");
   w.Sample("fabric_kubelet_restarts_total", {}, in.kubelet_restarts);
   w.Family("fabric_podresources_errors_total", "counter", "Failed PodResources List calls.");
   w.Sample("fabric_podresources_errors_total", {}, in.podresources_errors);

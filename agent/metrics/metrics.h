@@ -57,7 +57,7 @@ struct PodDeviceHold {
 
 struct MetricsInput {
   std::string version;
-  std::vector<RdmaDevice> devices;            // live devices
+  std::vector<RdmaDevice> devices;             // live devices
   std::map<std::string, DeviceHealth> health;  // by device (incl. removed ones)
   std::vector<PoolMetrics> pools;
   std::vector<PodDeviceHold> holds;

@@ -31,7 +31,8 @@ MetricsInput Input(const testing::FakeSysfs& fs) {
 TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
   testing::FakeSysfs fs;
   fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
-  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.numa_node = 1, .link_layer = "Ethernet", .netdev = "eth2"});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0",
+             {.numa_node = 1, .link_layer = "Ethernet", .netdev = "eth2"});
   fs.SetCounter("rdmap79s0", 1, "tx_bytes", 123456);
   fs.SetCounter("rdmap79s0", 0, "cmds_err", 2);
   fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 1000);
@@ -50,24 +51,31 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
   in.pools.push_back(p);
 
   const std::string text = RenderMetrics(in, fs.paths());
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_hw_stat_total{device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_hw_stat_total{device=\"rdmap79s0\",port=\"0\",counter=\"cmds_err\"} 2\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "fabric_hw_stat_total{device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("fabric_hw_stat_total{device=\"rdmap79s0\",port=\"0\",counter=\"cmds_err\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("counter=\"lifespan\"")));
   // PMA data counters count 4-byte words.
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_port_data_bytes_total{device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 4000\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "fabric_port_data_bytes_total{device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 4000\n"));
   EXPECT_THAT(text, HasSubstr("fabric_port_active{device=\"mlx5_0\",port=\"1\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_device_healthy{device=\"mlx5_0\",reason=\"port 1 DOWN/Disabled\"} 0\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("fabric_device_healthy{device=\"mlx5_0\",reason=\"port 1 DOWN/Disabled\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("fabric_device_healthy{device=\"rdmap79s0\",reason=\"\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"member-0\",container=\"store\","
-      "device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"member-0\",container=\"store\","
+                "device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 123456\n"));
   EXPECT_THAT(text, HasSubstr("kind=\"efa\",pci=\"0000:4f:00.0\",driver=\"efa\",numa_node=\"0\""));
-  EXPECT_THAT(text, HasSubstr(
-      "fabric_allocate_duration_seconds_bucket{resource=\"vpc.amazonaws.com/efa\",le=\"+Inf\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_allocate_duration_seconds_bucket{resource=\"vpc.amazonaws."
+                              "com/efa\",le=\"+Inf\"} 0\n"));
   // The mlx5 device is not held: no Pod series for it.
   EXPECT_THAT(text, Not(HasSubstr("pod=\"member-0\",container=\"store\",device=\"mlx5_0\"")));
 }
@@ -138,8 +146,8 @@ TEST(LatencyHistogramTest, CumulativeBuckets) {
   h.Observe(5);
   auto s = h.Read();
   EXPECT_EQ(s.count, 3u);
-  EXPECT_EQ(s.cumulative[0], 1u);   // <= 100us
-  EXPECT_EQ(s.cumulative[5], 2u);   // <= 5ms
+  EXPECT_EQ(s.cumulative[0], 1u);      // <= 100us
+  EXPECT_EQ(s.cumulative[5], 2u);      // <= 5ms
   EXPECT_EQ(s.cumulative.back(), 2u);  // <= 1s; the 5 s one only in +Inf
   EXPECT_NEAR(s.sum, 5.00305, 1e-6);
 }

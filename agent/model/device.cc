@@ -2,9 +2,7 @@
 
 namespace fabric {
 
-std::string_view DeviceKindName(DeviceKind k) {
-  return k == DeviceKind::kEfa ? "efa" : "rdma";
-}
+std::string_view DeviceKindName(DeviceKind k) { return k == DeviceKind::kEfa ? "efa" : "rdma"; }
 
 std::string RdmaDevice::PrimaryNetdev() const {
   for (const PortInfo& p : ports) {

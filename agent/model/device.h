@@ -25,12 +25,12 @@ struct CharDevice {
 };
 
 struct PciInfo {
-  std::string address;  // "0000:10:1b.0"
-  uint32_t vendor = 0;  // 0x1d0f
-  uint32_t device = 0;  // 0xefa1
-  std::string driver;   // "efa", "mlx5_core"; empty when unbound
-  int numa_node = -1;   // -1: the platform reports no NUMA affinity
-  std::string physfn;   // PF address when this is an SR-IOV VF
+  std::string address;   // "0000:10:1b.0"
+  uint32_t vendor = 0;   // 0x1d0f
+  uint32_t device = 0;   // 0xefa1
+  std::string driver;    // "efa", "mlx5_core"; empty when unbound
+  int numa_node = -1;    // -1: the platform reports no NUMA affinity
+  std::string physfn;    // PF address when this is an SR-IOV VF
   int sriov_numvfs = 0;  // VFs enabled on this PF
   bool is_vf() const { return !physfn.empty(); }
 };
@@ -71,7 +71,7 @@ struct DeviceHealth {
 
 // Everything found on the node by one discovery pass.
 struct NodeInventory {
-  std::vector<RdmaDevice> devices;   // sorted by name (natural order)
+  std::vector<RdmaDevice> devices;    // sorted by name (natural order)
   std::optional<CharDevice> rdma_cm;  // misc rdma_cm node, when loaded
   std::vector<std::string> warnings;  // one line per skipped device/file
 

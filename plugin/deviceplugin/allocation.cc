@@ -32,8 +32,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
     const PoolUnit* unit = snap.FindUnit(id);
     if (unit == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat(snap.resource, ": unknown device ID \"", id, "\""));
+      return absl::NotFoundError(absl::StrCat(snap.resource, ": unknown device ID \"", id, "\""));
     }
     if (!unit->healthy) {
       auto h = snap.health.find(unit->device);
@@ -57,7 +56,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     spec->set_host_path(HostDevicePath(dev.uverbs.rel_path));
     spec->set_permissions("rw");
     if (dev.kind == DeviceKind::kRdma) rdma_names.push_back(name);
-    if (!snap.cdi_kind.empty()) resp.add_cdi_devices()->set_name(absl::StrCat(snap.cdi_kind, "=", name));
+    if (!snap.cdi_kind.empty())
+      resp.add_cdi_devices()->set_name(absl::StrCat(snap.cdi_kind, "=", name));
   }
   if (!rdma_names.empty() && snap.rdma_cm) {
     auto* spec = resp.add_devices();
@@ -103,7 +103,8 @@ std::vector<std::string> PreferExclusive(const PoolSnapshot& snap,
     // nodes whole for later requests; otherwise the largest node first.
     int best = INT32_MIN;
     for (auto& [numa, ids] : by_numa) {
-      if (ids.size() >= need && (best == INT32_MIN || ids.size() < by_numa[best].size())) best = numa;
+      if (ids.size() >= need && (best == INT32_MIN || ids.size() < by_numa[best].size()))
+        best = numa;
     }
     if (best == INT32_MIN) {
       for (auto& [numa, ids] : by_numa) {
@@ -138,7 +139,8 @@ std::vector<std::string> PreferShared(const PoolSnapshot& snap,
       bool la = numas.count(snap.devices.at(a).numa_node()) > 0;
       bool lb = numas.count(snap.devices.at(b).numa_node()) > 0;
       if (la != lb) return la;
-      if (by_device[a].size() != by_device[b].size()) return by_device[a].size() > by_device[b].size();
+      if (by_device[a].size() != by_device[b].size())
+        return by_device[a].size() > by_device[b].size();
       return NaturalLess(a, b);
     };
     for (auto& [dev, ids] : by_device) {
@@ -173,8 +175,9 @@ std::vector<std::string> PreferredAllocation(const PoolSnapshot& snap,
     candidates.push_back(id);
   }
   if (static_cast<int>(result.size()) >= size) return result;
-  return snap.mode == PoolMode::kShared ? PreferShared(snap, candidates, std::move(result), size)
-                                        : PreferExclusive(snap, candidates, std::move(result), size);
+  return snap.mode == PoolMode::kShared
+             ? PreferShared(snap, candidates, std::move(result), size)
+             : PreferExclusive(snap, candidates, std::move(result), size);
 }
 
 }  // namespace fabric

@@ -19,8 +19,13 @@ RdmaDevice Dev(const std::string& name, DeviceKind kind, int numa, int uverbs) {
   RdmaDevice d;
   d.name = name;
   d.kind = kind;
-  d.pci = PciInfo{"0000:00:00.0", kind == DeviceKind::kEfa ? 0x1d0fu : 0x15b3u,
-                  kind == DeviceKind::kEfa ? 0xefa1u : 0x101bu, "", numa, "", 0};
+  d.pci = PciInfo{"0000:00:00.0",
+                  kind == DeviceKind::kEfa ? 0x1d0fu : 0x15b3u,
+                  kind == DeviceKind::kEfa ? 0xefa1u : 0x101bu,
+                  "",
+                  numa,
+                  "",
+                  0};
   d.uverbs = CharDevice{"infiniband/uverbs" + std::to_string(uverbs), 231,
                         static_cast<uint32_t>(192 + uverbs)};
   return d;
@@ -32,7 +37,8 @@ struct Fixture {
   std::shared_ptr<const PoolSnapshot> snap;
 
   Fixture(PoolMode mode, std::vector<RdmaDevice> devices, int tokens = 4) {
-    pool.name = mode == PoolMode::kShared ? "device.gpustack.ai/rdma.shared" : "vpc.amazonaws.com/efa";
+    pool.name =
+        mode == PoolMode::kShared ? "device.gpustack.ai/rdma.shared" : "vpc.amazonaws.com/efa";
     pool.mode = mode;
     pool.tokens_per_device = tokens;
     in.pool = &pool;
@@ -60,21 +66,21 @@ std::vector<std::string> Paths(const v1beta1::ContainerAllocateResponse& r) {
 }
 
 TEST(AllocateTest, EfaGrantsExactlyTheVerbsNodesWithoutRdmaCm) {
-  Fixture f(PoolMode::kExclusive, {Dev("rdmap79s0", DeviceKind::kEfa, 0, 0),
-                                   Dev("rdmap80s0", DeviceKind::kEfa, 0, 1),
-                                   Dev("rdmap81s0", DeviceKind::kEfa, 1, 2)});
+  Fixture f(PoolMode::kExclusive,
+            {Dev("rdmap79s0", DeviceKind::kEfa, 0, 0), Dev("rdmap80s0", DeviceKind::kEfa, 0, 1),
+             Dev("rdmap81s0", DeviceKind::kEfa, 1, 2)});
   auto r = AllocateContainer(*f.snap, Req({"rdmap81s0", "rdmap79s0"}));
   ASSERT_OK(r);
   EXPECT_THAT(Paths(*r), ElementsAre("/dev/infiniband/uverbs2", "/dev/infiniband/uverbs0"));
-  EXPECT_THAT(r->envs(), UnorderedElementsAre(Pair("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA",
-                                                   "rdmap81s0,rdmap79s0")));
+  EXPECT_THAT(r->envs(), UnorderedElementsAre(
+                             Pair("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA", "rdmap81s0,rdmap79s0")));
   EXPECT_TRUE(r->mounts().empty());
   EXPECT_TRUE(r->cdi_devices().empty());
 }
 
 TEST(AllocateTest, RdmaAddsRdmaCmOnceAndNcclHca) {
-  Fixture f(PoolMode::kExclusive, {Dev("mlx5_0", DeviceKind::kRdma, 0, 0),
-                                   Dev("mlx5_1", DeviceKind::kRdma, 0, 1)});
+  Fixture f(PoolMode::kExclusive,
+            {Dev("mlx5_0", DeviceKind::kRdma, 0, 0), Dev("mlx5_1", DeviceKind::kRdma, 0, 1)});
   f.pool.name = "device.gpustack.ai/rdma";
   f.Rebuild();
   auto r = AllocateContainer(*f.snap, Req({"mlx5_0", "mlx5_1"}));
@@ -95,8 +101,8 @@ TEST(AllocateTest, NoRdmaCmWhenTheNodeHasNone) {
 }
 
 TEST(AllocateTest, SharedTokensMapToTheirDevice) {
-  Fixture f(PoolMode::kShared, {Dev("mlx5_0", DeviceKind::kRdma, 0, 3),
-                                Dev("mlx5_1", DeviceKind::kRdma, 1, 4)},
+  Fixture f(PoolMode::kShared,
+            {Dev("mlx5_0", DeviceKind::kRdma, 0, 3), Dev("mlx5_1", DeviceKind::kRdma, 1, 4)},
             /*tokens=*/64);
   ASSERT_EQ(f.snap->units.size(), 128u);
   EXPECT_EQ(f.snap->units[0].id, "mlx5_0.t00");
@@ -108,8 +114,8 @@ TEST(AllocateTest, SharedTokensMapToTheirDevice) {
 }
 
 TEST(AllocateTest, UnknownUnhealthyAndDuplicateIdsAreRefusedNamingTheId) {
-  Fixture f(PoolMode::kExclusive, {Dev("rdmap79s0", DeviceKind::kEfa, 0, 0),
-                                   Dev("rdmap80s0", DeviceKind::kEfa, 0, 1)});
+  Fixture f(PoolMode::kExclusive,
+            {Dev("rdmap79s0", DeviceKind::kEfa, 0, 0), Dev("rdmap80s0", DeviceKind::kEfa, 0, 1)});
   f.in.health["rdmap80s0"] = DeviceHealth{false, "device removed"};
   f.Rebuild();
   auto unknown = AllocateContainer(*f.snap, Req({"rdmap79s0", "nope0"}));
@@ -212,7 +218,8 @@ TEST(PreferredTest, SharedSpreadsOverDistinctDevices) {
 }
 
 TEST(DeviceListTest, TopologyOnlyWhenNumaIsKnown) {
-  Fixture f(PoolMode::kExclusive, {Dev("a", DeviceKind::kEfa, -1, 0), Dev("b", DeviceKind::kEfa, 1, 1)});
+  Fixture f(PoolMode::kExclusive,
+            {Dev("a", DeviceKind::kEfa, -1, 0), Dev("b", DeviceKind::kEfa, 1, 1)});
   f.in.health["b"] = DeviceHealth{false, "x"};
   f.Rebuild();
   auto msg = MakeDeviceList(*f.snap);

@@ -12,11 +12,21 @@ namespace {
 grpc::Status ToGrpc(const absl::Status& s) {
   grpc::StatusCode code;
   switch (s.code()) {
-    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-    case absl::StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
-    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
-    default: code = grpc::StatusCode::INTERNAL; break;
+    case absl::StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case absl::StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      code = grpc::StatusCode::INTERNAL;
+      break;
   }
   return grpc::Status(code, std::string(s.message()));
 }
@@ -67,8 +77,10 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
 
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
-    else closing_ = true;
+    if (!writing_)
+      FinishLocked(grpc::Status::CANCELLED);
+    else
+      closing_ = true;
   }
 
   void OnDone() override {
@@ -133,8 +145,8 @@ grpc::ServerUnaryReactor* DevicePluginService::GetPreferredAllocation(
 }
 
 grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerContext* ctx,
-                                                       const v1beta1::AllocateRequest* req,
-                                                       v1beta1::AllocateResponse* resp) {
+                                                        const v1beta1::AllocateRequest* req,
+                                                        v1beta1::AllocateResponse* resp) {
   const auto start = std::chrono::steady_clock::now();
   pool_->stats().allocate_calls++;
   auto snap = pool_->snapshot();

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
-#include "pluginregistration/v1/api.grpc.pb.h"
 #include "plugin/deviceplugin/pool_state.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace fabric {
 
@@ -34,7 +34,8 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
                                               v1beta1::PreStartContainerResponse* resp) override;
 
   // Called after every Allocate with its latency (metrics).
-  using AllocateObserver = std::function<void(const std::string& resource, double seconds, bool ok)>;
+  using AllocateObserver =
+      std::function<void(const std::string& resource, double seconds, bool ok)>;
   void SetAllocateObserver(AllocateObserver o) { allocate_observer_ = std::move(o); }
 
  private:

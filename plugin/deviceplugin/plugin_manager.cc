@@ -1,5 +1,6 @@
 #include "plugin/deviceplugin/plugin_manager.h"
 
+#include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -8,10 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
-
-#include <grpcpp/grpcpp.h>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
@@ -41,7 +40,8 @@ absl::Status MkdirAll(const std::string& path, mode_t mode) {
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
       cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError(errno, "mkdir", cur);
+      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+        return ErrnoError(errno, "mkdir", cur);
     }
   }
   return absl::OkStatus();
@@ -50,10 +50,14 @@ absl::Status MkdirAll(const std::string& path, mode_t mode) {
 }  // namespace
 
 bool ParseRegistrationMode(const std::string& s, RegistrationMode* out) {
-  if (s == "auto") *out = RegistrationMode::kAuto;
-  else if (s == "kubelet") *out = RegistrationMode::kKubelet;
-  else if (s == "watcher") *out = RegistrationMode::kWatcher;
-  else return false;
+  if (s == "auto")
+    *out = RegistrationMode::kAuto;
+  else if (s == "kubelet")
+    *out = RegistrationMode::kKubelet;
+  else if (s == "watcher")
+    *out = RegistrationMode::kWatcher;
+  else
+    return false;
   return true;
 }
 
@@ -143,9 +147,8 @@ class PluginManager::PoolServer {
     if (!s.ok()) {
       status_.registered = false;
       status_.last_error = s.error_message();
-      return absl::UnavailableError(
-          absl::StrCat(pool_->resource(), ": Register on ", kubelet_socket, " failed: ",
-                       s.error_message()));
+      return absl::UnavailableError(absl::StrCat(pool_->resource(), ": Register on ",
+                                                 kubelet_socket, " failed: ", s.error_message()));
     }
     status_.registered = true;
     status_.last_error.clear();
@@ -257,8 +260,9 @@ absl::Status PluginManager::Start() {
     started_ = true;
   }
   LogInfo(Component::kRegistration, "registration mode: {}",
-          mode == RegistrationMode::kWatcher ? "plugin watcher (" + paths_.PluginsRegistryDir() + ")"
-                                             : "kubelet.sock (" + paths_.DevicePluginDir() + ")");
+          mode == RegistrationMode::kWatcher
+              ? "plugin watcher (" + paths_.PluginsRegistryDir() + ")"
+              : "kubelet.sock (" + paths_.DevicePluginDir() + ")");
   // Serve first, then register: the kubelet dials back inside Register.
   for (auto& server : servers) {
     if (absl::Status s = server->Start(); !s.ok()) return s;
@@ -349,7 +353,8 @@ void PluginManager::Reconcile() {
   for (auto& server : servers) {
     if (!server->running() || !server->SocketIntact()) {
       if (server->running()) {
-        LogInfo(Component::kRegistration, "{} was removed; restarting its server", server->socket());
+        LogInfo(Component::kRegistration, "{} was removed; restarting its server",
+                server->socket());
       }
       if (absl::Status s = server->Start(); !s.ok()) {
         server->MarkUnregistered(std::string(s.message()));
@@ -364,7 +369,8 @@ void PluginManager::Reconcile() {
     }
     if (!server->NeedsRegister(kubelet_inode)) continue;
     if (absl::Status s = server->Register(kubelet_socket, kubelet_inode); s.ok()) {
-      LogInfo(Component::kRegistration, "{}: registered with the kubelet", server->status().resource);
+      LogInfo(Component::kRegistration, "{}: registered with the kubelet",
+              server->status().resource);
     } else {
       LogWarn(Component::kRegistration, "{} (will retry)", s.message());
     }

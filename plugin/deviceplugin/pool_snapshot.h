@@ -28,9 +28,9 @@ struct PoolUnit {
 struct PoolSnapshot {
   std::string resource;
   PoolMode mode = PoolMode::kExclusive;
-  std::vector<PoolUnit> units;              // in advertisement order
-  std::map<std::string, size_t> unit_index;  // id -> position in units
-  std::map<std::string, RdmaDevice> devices;  // name -> device (incl. removed ones)
+  std::vector<PoolUnit> units;                 // in advertisement order
+  std::map<std::string, size_t> unit_index;    // id -> position in units
+  std::map<std::string, RdmaDevice> devices;   // name -> device (incl. removed ones)
   std::map<std::string, DeviceHealth> health;  // name -> health
   std::optional<CharDevice> rdma_cm;
   // Allocate also names CDI devices "<cdi_kind>=<device>" when set.

@@ -5,16 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 #include <thread>
-#include <atomic>
 
 #include "agent/base/file_util.h"
-#include "agent/podresources/fake_podresources_server.h"
 #include "agent/daemon/agent.h"
+#include "agent/podresources/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
@@ -63,13 +63,12 @@ AgentOptions SampleNodeOptions(const std::string& node, const std::string& kubel
 }
 
 bool AllRegistered(const sim::KubeletSim& k, size_t n) {
-  return k.Resources().size() == n &&
-         [&] {
-           for (const auto& r : k.Resources()) {
-             if (k.ListAndWatchMessages(r) == 0) return false;
-           }
-           return true;
-         }();
+  return k.Resources().size() == n && [&] {
+    for (const auto& r : k.Resources()) {
+      if (k.ListAndWatchMessages(r) == 0) return false;
+    }
+    return true;
+  }();
 }
 
 TEST(AgentIntegrationTest, P5AdvertisesThirtyTwoEfaOnTwoNumaNodesAndEmptyRdmaPools) {
@@ -133,8 +132,7 @@ TEST(AgentIntegrationTest, AllocateGrantsExactlyTheChosenEfaNodesOnOneNumaNode) 
   EXPECT_EQ(granted, expected);
   EXPECT_EQ(numas.size(), 1u);
   EXPECT_TRUE(resp->mounts().empty());
-  EXPECT_EQ(resp->envs().at("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA"),
-            chosen[0] + "," + chosen[1]);
+  EXPECT_EQ(resp->envs().at("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA"), chosen[0] + "," + chosen[1]);
 
   // A bad ID is refused with an error naming it.
   auto bad = kubelet.AllocateIds(kEfa, {"rdmap999s0"});
@@ -209,7 +207,8 @@ TEST(AgentIntegrationTest, KubeletRestartTriggersPromptReRegistration) {
               absl::ToDoubleMilliseconds(worst));
   EXPECT_LT(worst, absl::Seconds(2));  // event-driven; a 5 s poll would miss this
   EXPECT_GT(kubelet.Registrations().size(), before);
-  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 8; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 8; }, absl::Seconds(10)));
   EXPECT_EQ(agent.plugins().kubelet_restarts(), 1u);
   agent.Stop();
 }
@@ -241,7 +240,8 @@ TEST(AgentIntegrationTest, BadConfigIsRejectedBeforeAnythingRegisters) {
   sim::KubeletSim kubelet(dir.path());
   ASSERT_OK(kubelet.Start());
   const std::string cfg = dir.path() + "/config.yaml";
-  std::ofstream(cfg) << "pools:\n  - name: example.com/rdma\n    mode: exclusive\n    selectr: {}\n";
+  std::ofstream(cfg)
+      << "pools:\n  - name: example.com/rdma\n    mode: exclusive\n    selectr: {}\n";
   AgentOptions o = SampleNodeOptions("rxe", dir.path());
   o.config_path = cfg;
   Agent agent(o);
@@ -265,7 +265,8 @@ TEST(AgentIntegrationTest, RemovedDeviceStaysListedUnhealthyAndNewOneIsAdvertise
   o.registration = RegistrationMode::kKubelet;
   Agent agent(o);
   ASSERT_OK(agent.Start());
-  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 2; }, absl::Seconds(20)));
+  ASSERT_TRUE(
+      kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 2; }, absl::Seconds(20)));
 
   NodeView node = agent.node();
   NodeInventory next = node.inventory;
@@ -274,7 +275,8 @@ TEST(AgentIntegrationTest, RemovedDeviceStaysListedUnhealthyAndNewOneIsAdvertise
   added.name = "rdmap81s0";
   next.devices.push_back(added);
   agent.OnNodeChanged(next, {});
-  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 3; }, absl::Seconds(10)));
   std::map<std::string, std::string> health;
   for (const auto& d : kubelet.Devices(kEfa)) health[d.id] = d.health;
   EXPECT_EQ(health["rdmap79s0"], "Unhealthy");
@@ -321,10 +323,11 @@ TEST(AgentBinaryTest, BadConfigExitsTwoNamingTheKey) {
   ASSERT_NE(bin_dir, nullptr);
   TempDir dir;
   const std::string cfg = dir.path() + "/c.yaml";
-  std::ofstream(cfg) << "pools:\n  - name: vpc.amazonaws.com/efa\n    mode: sliced\n    selector: {}\n";
+  std::ofstream(cfg)
+      << "pools:\n  - name: vpc.amazonaws.com/efa\n    mode: sliced\n    selector: {}\n";
   const std::string cmd = std::string(bin_dir) + "/agent/daemon/fabric-agent --config=" + cfg +
-                          " --kubelet-root=" + dir.path() + " --sysfs-root=" + dir.path() +
-                          " 2>" + dir.path() + "/err";
+                          " --kubelet-root=" + dir.path() + " --sysfs-root=" + dir.path() + " 2>" +
+                          dir.path() + "/err";
   int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 2);
@@ -344,8 +347,9 @@ namespace {
 std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
   TempDir dir;
   const std::string out = dir.path() + "/body";
-  const std::string cmd = "curl -s -o " + out + " -w '%{http_code}' http://127.0.0.1:" +
-                          std::to_string(port) + path + " > " + dir.path() + "/code";
+  const std::string cmd = "curl -s -o " + out +
+                          " -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) + path +
+                          " > " + dir.path() + "/code";
   std::system(cmd.c_str());
   auto code = ReadTrimmed(dir.path() + "/code");
   if (status) *status = code.ok() ? std::atoi(code->c_str()) : 0;
@@ -386,11 +390,18 @@ TEST_F(ObservedAgentTest, MetricsPassPromtoolAndCarryPodLabels) {
   int status = 0;
   const std::string text = HttpGet(agent_->metrics_port(), "/metrics", &status);
   ASSERT_EQ(status, 200);
-  EXPECT_THAT(text, HasSubstr("fabric_resource_units{resource=\"vpc.amazonaws.com/efa\",mode=\"exclusive\"} 32"));
-  EXPECT_THAT(text, HasSubstr("fabric_resource_allocated_units{resource=\"vpc.amazonaws.com/efa\"} 3"));
-  EXPECT_THAT(text, HasSubstr("fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"engine-0\","
-                              "container=\"vllm\",device=\"rdmap115s0\",port=\"1\",counter=\"tx_bytes\"}"));
-  EXPECT_THAT(text, HasSubstr("fabric_resource_registered{resource=\"vpc.amazonaws.com/efa\",mode=\"kubelet\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("fabric_resource_units{resource=\"vpc.amazonaws.com/efa\",mode=\"exclusive\"} 32"));
+  EXPECT_THAT(text,
+              HasSubstr("fabric_resource_allocated_units{resource=\"vpc.amazonaws.com/efa\"} 3"));
+  EXPECT_THAT(
+      text, HasSubstr("fabric_pod_hw_stat_total{namespace=\"kv\",pod=\"engine-0\","
+                      "container=\"vllm\",device=\"rdmap115s0\",port=\"1\",counter=\"tx_bytes\"}"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "fabric_resource_registered{resource=\"vpc.amazonaws.com/efa\",mode=\"kubelet\"} 1"));
 
   // promtool accepts it without warnings (lint included).
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
@@ -410,7 +421,8 @@ TEST_F(ObservedAgentTest, ProbesAndNodeJson) {
   int status = 0;
   EXPECT_EQ(HttpGet(agent_->metrics_port(), "/healthz", &status), "ok\n");
   EXPECT_EQ(status, 200);
-  ASSERT_TRUE(kubelet_.WaitFor([&] { return agent_->plugins().AllRegistered(); }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      kubelet_.WaitFor([&] { return agent_->plugins().AllRegistered(); }, absl::Seconds(10)));
   HttpGet(agent_->metrics_port(), "/readyz", &status);
   EXPECT_EQ(status, 200);
   const std::string json = HttpGet(agent_->metrics_port(), "/v1/node", &status);
@@ -451,12 +463,12 @@ TEST_F(ObservedAgentTest, ExclusiveHoldWithdrawsSharedTokensUntilReleased) {
 
   // Pod B holds one token: the exclusive ID is withdrawn.
   podres_.SetPods({{"ns", "b", {{"c", {{kShared, dev + ".t03", {0}}}}}}});
-  ASSERT_TRUE(kubelet_.WaitFor(
-      [&] { return kubelet_.Devices(kRdma)[0].health == "Unhealthy"; }, absl::Seconds(10)));
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return kubelet_.Devices(kRdma)[0].health == "Unhealthy"; },
+                               absl::Seconds(10)));
   EXPECT_EQ(unhealthy_tokens(), 0) << "the shared side stays available to other Pods";
   podres_.SetPods({});
-  ASSERT_TRUE(kubelet_.WaitFor(
-      [&] { return kubelet_.Devices(kRdma)[0].health == "Healthy"; }, absl::Seconds(10)));
+  ASSERT_TRUE(kubelet_.WaitFor([&] { return kubelet_.Devices(kRdma)[0].health == "Healthy"; },
+                               absl::Seconds(10)));
 }
 
 TEST_F(ObservedAgentTest, HostileScrapeDoesNotStallAllocate) {
