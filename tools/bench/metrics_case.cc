@@ -1,0 +1,238 @@
+// Case 5: /metrics scrape time with Pods holding devices (fake PodResources
+// server), at 32 devices (p5.48xlarge) and 128 (p5-128). Both agents run at
+// once in this process and are scraped interleaved, so noise hits both sizes
+// alike. The agent's render cache is off (metrics_cache = 0): a Prometheus
+// scrape every 15-30 s always misses a 1 s cache, so every scrape here pays
+// the render, as it does in production. Baseline: /healthz on the same server.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "agent/discovery/sysfs_discovery.h"
+#include "agent/podresources/fake_podresources_server.h"
+#include "fmt/format.h"
+#include "tools/bench/agent_harness.h"
+#include "tools/bench/cases.h"
+
+namespace fabric::bench {
+namespace {
+
+constexpr double kTargetP99Ms = 5;
+
+struct HttpResult {
+  int status = 0;  // 0: no answer
+  std::string body;
+};
+
+// One GET on a fresh connection, read to EOF (Prometheus reconnects after
+// its keep-alive lapses between scrapes).
+HttpResult Get(int port, const std::string& path) {
+  HttpResult out;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return out;
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return out;
+  }
+  const std::string req =
+      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return out;
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (resp.rfind("HTTP/1.", 0) != 0 || resp.size() < 12) return out;
+  out.status = std::atoi(resp.c_str() + 9);
+  const size_t body = resp.find("\r\n\r\n");
+  if (body != std::string::npos) out.body = resp.substr(body + 4);
+  return out;
+}
+
+struct Instance {
+  std::string node;
+  size_t devices = 0;
+  size_t pod_count = 0;
+  std::unique_ptr<podresources::FakePodResourcesServer> pods;
+  std::unique_ptr<AgentHarness> h;
+  int port = 0;
+  bool pod_labels = false;
+  size_t bytes = 0;
+  Samples metrics_ms, healthz_ms, render_ms;
+  int failures = 0;
+};
+
+// Two Pods per device: one holding that EFA, one holding a GPU (a resource
+// the agent must skip).
+std::string Start(const BenchOptions& o, Instance& in) {
+  AgentOptions opts = SampleNodeOptions(o.testdata, in.node);
+  auto inv = DiscoverNode(opts.paths);
+  if (!inv.ok()) return std::string(inv.status().message());
+  in.devices = inv->devices.size();
+  std::vector<podresources::FakePod> pods;
+  for (size_t i = 0; i < inv->devices.size(); ++i) {
+    const RdmaDevice& d = inv->devices[i];
+    std::vector<int64_t> numa;
+    if (d.numa_node() >= 0) numa.push_back(d.numa_node());
+    pods.push_back({"bench",
+                    fmt::format("bench-pod-{}", 2 * i),
+                    {{"main", {{std::string(kEfa), d.name, numa}}}}});
+    pods.push_back({"bench",
+                    fmt::format("bench-pod-{}", 2 * i + 1),
+                    {{"main", {{"nvidia.com/gpu", fmt::format("GPU-{}", i), numa}}}}});
+  }
+  in.pod_count = pods.size();
+  in.h = std::make_unique<AgentHarness>();
+  in.pods = std::make_unique<podresources::FakePodResourcesServer>();
+  in.pods->SetPods(std::move(pods));
+  mkdir((in.h->root() + "/pod-resources").c_str(), 0750);
+  if (absl::Status s = in.pods->Start(in.h->root() + "/pod-resources/kubelet.sock"); !s.ok()) {
+    return std::string(s.message());
+  }
+  opts.metrics_address = "127.0.0.1:0";
+  opts.metrics_cache = absl::ZeroDuration();
+  if (absl::Status s = in.h->Start(opts); !s.ok()) return std::string(s.message());
+  in.port = in.h->agent().metrics_port();
+  if (in.port <= 0) return "the agent serves no HTTP endpoint";
+  // Pod labels appear once PodResources has been listed (every 2 s).
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < deadline) {
+    HttpResult r = Get(in.port, "/metrics");
+    if (r.status == 200 && r.body.find("\"bench-pod-0\"") != std::string::npos) {
+      in.pod_labels = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<Row> RunMetricsCase(const BenchOptions& o) {
+  std::vector<Row> rows;
+  auto fail = [&](const std::string& why) {
+    rows.push_back({.case_name = "metrics",
+                    .metric = "/metrics scrape p99, 32 devices, 64 Pods",
+                    .unit = "ms",
+                    .target = "<= 5 ms",
+                    .note = why});
+    rows.push_back({.case_name = "metrics",
+                    .metric = "/metrics p50 128 devices / 32 devices",
+                    .unit = "x",
+                    .target = "linear: ~4x",
+                    .note = why});
+    return rows;
+  };
+  Instance small{.node = "p5.48xlarge"}, large{.node = "p5-128"};
+  for (Instance* in : {&small, &large}) {
+    std::string err = Start(o, *in);
+    if (!err.empty()) return fail(in->node + ": " + err);
+  }
+  const int warmup = 5;
+  for (int i = 0; i < o.metrics_scrapes + warmup; ++i) {
+    for (Instance* in : {&small, &large}) {
+      for (const char* path : {"/metrics", "/healthz"}) {
+        const auto t0 = Clock::now();
+        HttpResult r = Get(in->port, path);
+        const double ms = MillisBetween(t0, Clock::now());
+        if (r.status != 200) {
+          in->failures++;
+          continue;
+        }
+        if (i < warmup) continue;
+        if (std::string(path) == "/metrics") {
+          in->metrics_ms.Add(ms);
+          in->bytes = r.body.size();
+        } else {
+          in->healthz_ms.Add(ms);
+        }
+      }
+      // The render alone, without HTTP.
+      const auto t0 = Clock::now();
+      std::string text = in->h->agent().MetricsText();
+      if (i >= warmup && !text.empty()) in->render_ms.Add(MillisBetween(t0, Clock::now()));
+    }
+  }
+  for (Instance* in : {&small, &large}) {
+    if (in->metrics_ms.empty() || in->healthz_ms.empty()) {
+      return fail(fmt::format("{}: /metrics or /healthz never answered 200", in->node));
+    }
+  }
+  for (Instance* in : {&small, &large}) {
+    const std::string label = fmt::format("{} devices, {} Pods", in->devices, in->pod_count);
+    std::string note = in->pod_labels ? "" : "no Pod label seen in /metrics";
+    if (in->failures) {
+      note += fmt::format("{}{} failed requests", note.empty() ? "" : "; ", in->failures);
+    }
+    const double h50 = in->healthz_ms.Percentile(0.5), h99 = in->healthz_ms.Percentile(0.99);
+    const double m50 = in->metrics_ms.Percentile(0.5), m99 = in->metrics_ms.Percentile(0.99);
+    rows.push_back({.case_name = "metrics",
+                    .metric = "/metrics p50, " + label,
+                    .value = m50,
+                    .unit = "ms",
+                    .baseline = h50,
+                    .baseline_name = "/healthz p50",
+                    .ratio = m50 / h50,
+                    .note = note});
+    Row r{.case_name = "metrics",
+          .metric = "/metrics p99, " + label,
+          .value = m99,
+          .unit = "ms",
+          .baseline = h99,
+          .baseline_name = "/healthz p99",
+          .ratio = m99 / h99,
+          .note = note};
+    if (in == &small) {
+      r.target = "<= 5 ms";
+      r.verdict = Verdict(m99 <= kTargetP99Ms);
+    }
+    rows.push_back(r);
+    rows.push_back({.case_name = "metrics",
+                    .metric = "  MetricsText() render only p50, " + label,
+                    .value = in->render_ms.empty() ? 0 : in->render_ms.Percentile(0.5),
+                    .unit = "ms"});
+    rows.push_back({.case_name = "metrics",
+                    .metric = "  /metrics body, " + label,
+                    .value = static_cast<double>(in->bytes) / 1024,
+                    .unit = "KiB"});
+  }
+  const double ratio = large.metrics_ms.Percentile(0.5) / small.metrics_ms.Percentile(0.5);
+  rows.push_back({.case_name = "metrics",
+                  .metric = "/metrics p50, 128 devices / 32 devices",
+                  .value = ratio,
+                  .unit = "x",
+                  .target = "linear: ~4x",
+                  .verdict = Verdict(ratio <= 4.0 * 1.25)});
+  if (!small.render_ms.empty() && !large.render_ms.empty()) {
+    rows.push_back({.case_name = "metrics",
+                    .metric = "render p50, 128 devices / 32 devices",
+                    .value = large.render_ms.Percentile(0.5) / small.render_ms.Percentile(0.5),
+                    .unit = "x"});
+  }
+  rows.push_back({.case_name = "metrics",
+                  .metric = "/metrics body, 128 devices / 32 devices",
+                  .value = static_cast<double>(large.bytes) / static_cast<double>(small.bytes),
+                  .unit = "x"});
+  for (Instance* in : {&small, &large}) {
+    in->h.reset();
+    in->pods->Stop();
+  }
+  return rows;
+}
+
+}  // namespace fabric::bench
