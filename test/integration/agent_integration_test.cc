@@ -563,3 +563,75 @@ TEST(AgentSideFilesTest, CdiSpecNfdFileAndCniResolver) {
 
 }  // namespace
 }  // namespace fabric
+
+namespace fabric {
+namespace {
+
+// SIGHUP (and a config-file change) reloads: a good config re-derives the
+// pools and unchanged pools keep their streams; a bad one is rejected with an
+// error naming the key and the old config keeps serving.
+TEST(AgentBinaryTest, SighupReloadsGoodConfigAndRejectsBadOne) {
+  const char* bin_dir = std::getenv("FABRIC_BINARY_DIR");
+  ASSERT_NE(bin_dir, nullptr);
+  const std::string agent_bin = std::string(bin_dir) + "/agent/daemon/fabric-agent";
+  TempDir dir;
+  const std::string cfg = dir.path() + "/config.yaml";
+  const std::string efa_pool =
+      "pools:\n  - name: vpc.amazonaws.com/efa\n    mode: exclusive\n    selector: {kinds: "
+      "[efa]}\n";
+  std::ofstream(cfg) << efa_pool;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
+  const std::string log = dir.path() + "/agent.log";
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stderr);
+    execl(agent_bin.c_str(), agent_bin.c_str(), ("--config=" + cfg).c_str(),
+          ("--sysfs-root=" + node + "/sys").c_str(), ("--dev-root=" + node + "/dev").c_str(),
+          ("--kubelet-root=" + dir.path()).c_str(), "--registration=kubelet", "--write-cdi=false",
+          nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 1); }, absl::Seconds(20)));
+  const size_t efa_registrations = kubelet.Registrations().size();
+
+  // Good: add a shared RDMA pool over the two mlx5 devices.
+  std::ofstream(cfg) << efa_pool
+                     << "  - name: example.com/ib\n    mode: shared\n    tokensPerDevice: 4\n"
+                        "    selector: {kinds: [rdma], linkTypes: [InfiniBand]}\n";
+  kill(pid, SIGHUP);
+  ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices("example.com/ib").size() == 8; },
+                              absl::Seconds(10)));
+  // The unchanged EFA pool was not re-registered (its server and stream kept).
+  int efa_regs = 0;
+  for (const auto& e : kubelet.Registrations()) efa_regs += e.resource == kEfa;
+  EXPECT_EQ(efa_regs, 1);
+  EXPECT_EQ(kubelet.Registrations().size(), efa_registrations + 1);
+
+  // Bad: rejected, the old pools keep serving.
+  std::ofstream(cfg)
+      << "pools:\n  - name: example.com/ib\n    mode: shared\n    tokensPerDevice: -3\n"
+         "    selector: {}\n";
+  kill(pid, SIGHUP);
+  ASSERT_TRUE(kubelet.WaitFor(
+      [&] {
+        auto text = ReadFile(log);
+        return text.ok() && text->find("config reload rejected") != std::string::npos;
+      },
+      absl::Seconds(10)));
+  auto text = ReadFile(log);
+  ASSERT_OK(text);
+  EXPECT_THAT(*text, HasSubstr("pools[0].tokensPerDevice"));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(kubelet.Devices("example.com/ib").size(), 8u);
+  EXPECT_EQ(kubelet.Devices(kEfa).size(), 8u);
+  EXPECT_FALSE(kubelet.EndpointStopped(kEfa));
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace fabric
