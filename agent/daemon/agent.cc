@@ -67,7 +67,7 @@ absl::Status Agent::Start() {
   // The first advertisement already reflects a port that is down.
   auto health = monitor_->Prime(*inventory, absl::Now());
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     node_.inventory = *inventory;
     node_.health = health;
     for (const RdmaDevice& d : inventory->devices) node_.known[d.name] = d;
@@ -114,9 +114,10 @@ absl::Status Agent::Start() {
 
 void Agent::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_watcher_ = true;
   }
+  watcher_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
@@ -141,7 +142,7 @@ absl::Status Agent::ApplyConfig(const Config& config) {
   std::vector<std::shared_ptr<PoolState>> added;
   std::vector<std::string> removed;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     std::map<std::string, std::shared_ptr<PoolState>> next;
     for (const PoolConfig& pool : config.pools) {
       const PoolConfig* old = config_.FindPool(pool.name);
@@ -164,8 +165,11 @@ absl::Status Agent::ApplyConfig(const Config& config) {
       if (next.count(pool.name)) continue;
       auto state = std::make_shared<PoolState>(BuildPoolSnapshot(pool));
       state->SetAllocateHook([this] {
-        absl::MutexLock lock(&mu_);
-        refresh_requested_ = true;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          refresh_requested_ = true;
+        }
+        watcher_cv_.notify_all();
       });
       next[pool.name] = state;
       added.push_back(state);
@@ -288,21 +292,17 @@ void Agent::WriteSideFilesLocked() {
 void Agent::RunAllocationWatcher() {
   absl::Time last_reconcile = absl::Now();
   while (true) {
+    bool requested = false;
     {
-      absl::MutexLock lock(&mu_);
-      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stop_watcher_ || refresh_requested_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.podresources_interval);
+      std::unique_lock<std::mutex> lock(mu_);
+      watcher_cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.podresources_interval),
+                           [this] { return stop_watcher_ || refresh_requested_; });
       if (stop_watcher_) return;
-      if (refresh_requested_) {
-        refresh_requested_ = false;
-        // The kubelet records an allocation right after Allocate returns.
-        mu_.Unlock();
-        absl::SleepFor(absl::Milliseconds(100));
-        mu_.Lock();
-      }
+      requested = refresh_requested_;
+      refresh_requested_ = false;
     }
+    // The kubelet records an allocation right after Allocate returns.
+    if (requested) absl::SleepFor(absl::Milliseconds(100));
     RefreshAllocations();
     if (cni_ && absl::Now() - last_reconcile > absl::Seconds(60)) {
       last_reconcile = absl::Now();
@@ -314,7 +314,7 @@ void Agent::RunAllocationWatcher() {
 bool Agent::RefreshAllocations() {
   if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
   auto list = podresources_->ListPodDevices();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!list.ok()) {
     if (podresources_errors_++ % 30 == 0) {
       LogWarn(Component::kPodResources, "PodResources List failed: {}", list.status().message());
@@ -380,7 +380,7 @@ bool Agent::RefreshAllocations() {
 
 std::optional<cni_service::GrantedDevice> Agent::Resolve(const std::string& resource,
                                                          const std::string& device_id) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto pool = pools_.find(resource);
   if (pool == pools_.end()) return std::nullopt;
   auto snap = pool->second->snapshot();
@@ -396,7 +396,7 @@ std::optional<cni_service::GrantedDevice> Agent::Resolve(const std::string& reso
 }
 
 std::vector<PodDeviceHold> Agent::holds() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return holds_;
 }
 
@@ -406,7 +406,7 @@ std::string Agent::MetricsText() const {
   std::vector<RegistrationStatus> regs = plugins_->Status();
   in.kubelet_restarts = plugins_->kubelet_restarts();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     in.devices = node_.inventory.devices;
     in.health = node_.health;
     for (const auto& [name, dev] : node_.known) {
@@ -457,7 +457,7 @@ std::string Agent::NodeJson() const {
   using nlohmann::json;
   json out;
   std::vector<RegistrationStatus> regs = plugins_->Status();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   json devices = json::array();
   for (const auto& [name, dev] : node_.known) {
     const RdmaDevice* live = node_.inventory.Find(name);
@@ -532,7 +532,7 @@ std::string Agent::NodeJson() const {
 
 void Agent::OnNodeChanged(const NodeInventory& inventory,
                           const std::map<std::string, DeviceHealth>& health) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (const RdmaDevice& d : inventory.devices) {
     if (!node_.known.count(d.name)) {
       LogInfo(Component::kDiscovery, "new device {} ({})", d.name, DeviceKindName(d.kind));
@@ -545,17 +545,17 @@ void Agent::OnNodeChanged(const NodeInventory& inventory,
 }
 
 NodeView Agent::node() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return node_;
 }
 
 Config Agent::config() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return config_;
 }
 
 std::vector<std::shared_ptr<PoolState>> Agent::pools() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<PoolState>> out;
   for (const PoolConfig& p : config_.pools) out.push_back(pools_.at(p.name));
   return out;

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "agent/base/host_paths.h"
 #include "agent/cdi/cdi_spec_writer.h"
 #include "agent/cni_service/cni_agent_server.h"
@@ -113,7 +114,8 @@ class Agent : public cni_service::DeviceResolver {
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  std::condition_variable watcher_cv_;
   Config config_ ABSL_GUARDED_BY(mu_);
   NodeView node_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);

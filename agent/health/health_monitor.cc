@@ -29,7 +29,7 @@ HealthMonitor::~HealthMonitor() { Stop(); }
 
 std::map<std::string, DeviceHealth> HealthMonitor::Prime(const NodeInventory& inventory,
                                                          absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   inventory_ = inventory;
   listing_ = Listing(paths_);
   health_ = Evaluate(now);
@@ -39,12 +39,10 @@ std::map<std::string, DeviceHealth> HealthMonitor::Prime(const NodeInventory& in
 void HealthMonitor::Start() {
   thread_ = std::thread([this] {
     while (true) {
-      absl::Duration period;
       {
-        absl::MutexLock lock(&mu_);
-        period = absl::Milliseconds(config_.poll_interval_ms);
-        auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
-        if (mu_.AwaitWithTimeout(absl::Condition(&stopping), period)) return;
+        std::unique_lock<std::mutex> lock(mu_);
+        const auto period = std::chrono::milliseconds(config_.poll_interval_ms);
+        if (stop_cv_.wait_for(lock, period, [this] { return stop_; })) return;
       }
       Tick(absl::Now());
     }
@@ -53,24 +51,25 @@ void HealthMonitor::Start() {
 
 void HealthMonitor::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void HealthMonitor::SetConfig(const HealthConfig& config) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
 }
 
 std::map<std::string, DeviceHealth> HealthMonitor::health() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return health_;
 }
 
 uint64_t HealthMonitor::changes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return changes_;
 }
 
@@ -182,7 +181,7 @@ bool HealthMonitor::Tick(absl::Time now) {
   NodeInventory inventory;
   std::map<std::string, DeviceHealth> health;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const bool devices_changed = RefreshInventory();
     health = Evaluate(now);
     if (!devices_changed && health == health_) return false;

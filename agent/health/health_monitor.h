@@ -11,7 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
@@ -62,7 +63,8 @@ class HealthMonitor {
 
   const HostPaths paths_;
   const Publish publish_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
   HealthConfig config_ ABSL_GUARDED_BY(mu_);
   NodeInventory inventory_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listing_ ABSL_GUARDED_BY(mu_);

@@ -14,7 +14,7 @@ HttpServer::HttpServer(HttpHandlers handlers, absl::Duration metrics_cache)
 HttpServer::~HttpServer() { Stop(); }
 
 std::string HttpServer::Metrics() {
-  absl::MutexLock lock(&render_mu_);
+  std::lock_guard<std::mutex> lock(render_mu_);
   const absl::Time now = absl::Now();
   if (cache_ > absl::ZeroDuration() && now - cached_at_ < cache_) return cached_;
   cached_ = handlers_.metrics();

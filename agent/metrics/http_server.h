@@ -11,7 +11,8 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "absl/time/time.h"
 
 namespace httplib {
@@ -45,7 +46,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
-  absl::Mutex render_mu_;  // single-flight rendering
+  std::mutex render_mu_;  // single-flight rendering
   std::string cached_ ABSL_GUARDED_BY(render_mu_);
   absl::Time cached_at_ ABSL_GUARDED_BY(render_mu_) = absl::InfinitePast();
 };

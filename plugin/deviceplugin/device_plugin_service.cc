@@ -48,20 +48,20 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
   }
 
   void Push(std::shared_ptr<const v1beta1::ListAndWatchResponse> msg) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     pending_ = std::move(msg);
     if (!writing_) StartNextLocked();
   }
 
   void Close() override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
     if (!writing_) FinishLocked(grpc::Status::OK);
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     writing_ = false;
     in_flight_.reset();
     if (!ok) {
@@ -76,7 +76,7 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!writing_)
       FinishLocked(grpc::Status::CANCELLED);
     else
@@ -104,7 +104,7 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
   }
 
   std::shared_ptr<PoolState> pool_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::shared_ptr<const v1beta1::ListAndWatchResponse> pending_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1beta1::ListAndWatchResponse> in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

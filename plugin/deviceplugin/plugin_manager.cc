@@ -86,7 +86,7 @@ class PluginManager::PoolServer {
     if (mode_ == RegistrationMode::kWatcher) {
       registration_ = std::make_unique<WatcherRegistrationService>(
           pool_->resource(), socket_, [this](bool ok, const std::string& error) {
-            absl::MutexLock lock(&mu_);
+            std::lock_guard<std::mutex> lock(mu_);
             status_.registered = ok;
             status_.last_error = error;
             if (ok) {
@@ -115,7 +115,7 @@ class PluginManager::PoolServer {
     // Remove the socket only if it is still the one we created.
     if (inode_ != 0 && SocketInode(socket_) == inode_) ::unlink(socket_.c_str());
     inode_ = 0;
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     status_.registered = false;
   }
 
@@ -143,7 +143,7 @@ class PluginManager::PoolServer {
     ctx.set_wait_for_ready(true);
     ctx.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
     grpc::Status s = stub->Register(&ctx, req, &resp);
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
       status_.registered = false;
       status_.last_error = s.error_message();
@@ -159,16 +159,16 @@ class PluginManager::PoolServer {
   }
 
   bool NeedsRegister(uint64_t kubelet_inode) const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return !status_.registered || registered_kubelet_inode_ != kubelet_inode;
   }
   void MarkUnregistered(const std::string& why) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     status_.registered = false;
     status_.last_error = why;
   }
   RegistrationStatus status() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
   RegistrationMode mode() const { return mode_; }
@@ -182,7 +182,7 @@ class PluginManager::PoolServer {
   std::unique_ptr<WatcherRegistrationService> registration_;
   std::unique_ptr<grpc::Server> server_;
   uint64_t inode_ = 0;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   RegistrationStatus status_ ABSL_GUARDED_BY(mu_);
   uint64_t registered_kubelet_inode_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -214,7 +214,7 @@ std::string PluginManager::SocketPathFor(const PoolState& pool, RegistrationMode
 absl::Status PluginManager::AddPool(std::shared_ptr<PoolState> pool) {
   std::shared_ptr<PoolServer> server;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (pools_.count(pool->resource())) {
       return absl::AlreadyExistsError(absl::StrCat("pool ", pool->resource(), " already served"));
     }
@@ -231,7 +231,7 @@ absl::Status PluginManager::AddPool(std::shared_ptr<PoolState> pool) {
 void PluginManager::RemovePool(const std::string& resource) {
   std::shared_ptr<PoolServer> server;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     pools_.erase(resource);
     auto it = servers_.find(resource);
     if (it == servers_.end()) return;
@@ -249,7 +249,7 @@ absl::Status PluginManager::Start() {
   if (absl::Status s = MkdirAll(dir, 0750); !s.ok()) return s;
   std::vector<std::shared_ptr<PoolServer>> servers;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (started_) return absl::FailedPreconditionError("plugin manager already started");
     mode_ = mode;
     for (auto& [name, pool] : pools_) {
@@ -296,7 +296,7 @@ void PluginManager::Run() {
   while (true) {
     bool retry = false;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (!started_) break;
       for (auto& [name, server] : servers_) retry = retry || !server->status().registered;
     }
@@ -307,7 +307,7 @@ void PluginManager::Run() {
       break;
     }
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (!started_) break;
     }
     if (n > 0 && (fds[0].revents & POLLIN)) {
@@ -336,14 +336,14 @@ void PluginManager::Reconcile() {
   std::vector<std::shared_ptr<PoolServer>> servers;
   RegistrationMode mode;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& [name, server] : servers_) servers.push_back(server);
     mode = mode_;
   }
   const std::string kubelet_socket = paths_.DevicePluginDir() + "/" + kKubeletSocket;
   const uint64_t kubelet_inode = SocketInode(kubelet_socket);
   if (kubelet_inode != 0) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (last_kubelet_inode_ != 0 && last_kubelet_inode_ != kubelet_inode) {
       kubelet_restarts_++;
       LogInfo(Component::kRegistration, "kubelet restart detected ({} re-created)", kubelet_socket);
@@ -380,7 +380,7 @@ void PluginManager::Reconcile() {
 void PluginManager::Stop() {
   std::map<std::string, std::shared_ptr<PoolServer>> servers;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!started_) return;
     started_ = false;
     servers.swap(servers_);
@@ -396,7 +396,7 @@ void PluginManager::Stop() {
 std::vector<RegistrationStatus> PluginManager::Status() const {
   std::vector<std::shared_ptr<PoolServer>> servers;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& [name, server] : servers_) servers.push_back(server);
   }
   std::vector<RegistrationStatus> out;
@@ -405,7 +405,7 @@ std::vector<RegistrationStatus> PluginManager::Status() const {
 }
 
 uint64_t PluginManager::kubelet_restarts() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return kubelet_restarts_;
 }
 

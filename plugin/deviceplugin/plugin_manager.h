@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "plugin/deviceplugin/device_plugin_service.h"
@@ -71,7 +72,7 @@ class PluginManager {
 
   const HostPaths paths_;
   const RegistrationMode requested_mode_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<PoolServer>> servers_ ABSL_GUARDED_BY(mu_);
   RegistrationMode mode_ ABSL_GUARDED_BY(mu_) = RegistrationMode::kKubelet;

@@ -19,18 +19,18 @@ PoolState::PoolState(std::shared_ptr<const PoolSnapshot> initial)
     : resource_(initial->resource), snapshot_(initial), list_(MakeDeviceList(*initial)) {}
 
 std::shared_ptr<const PoolSnapshot> PoolState::snapshot() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return snapshot_;
 }
 
 std::shared_ptr<const v1beta1::ListAndWatchResponse> PoolState::device_list() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return list_;
 }
 
 bool PoolState::Update(std::shared_ptr<const PoolSnapshot> next) {
   auto list = MakeDeviceList(*next);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   snapshot_ = next;
   if (google::protobuf::util::MessageDifferencer::Equals(*list, *list_)) return false;
   list_ = list;
@@ -40,42 +40,42 @@ bool PoolState::Update(std::shared_ptr<const PoolSnapshot> next) {
 }
 
 std::shared_ptr<const v1beta1::ListAndWatchResponse> PoolState::Subscribe(DeviceListSubscriber* s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   subscribers_.insert(s);
   return list_;
 }
 
 void PoolState::Unsubscribe(DeviceListSubscriber* s) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   subscribers_.erase(s);
 }
 
 void PoolState::CloseStreams() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (DeviceListSubscriber* s : subscribers_) s->Close();
 }
 
 size_t PoolState::open_streams() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return subscribers_.size();
 }
 
 void PoolState::SetAllocateHook(std::function<void()> hook) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   allocate_hook_ = std::move(hook);
 }
 
 void PoolState::AfterAllocate() {
   std::function<void()> hook;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     hook = allocate_hook_;
   }
   if (hook) hook();
 }
 
 void PoolState::SetChangeObserver(ChangeObserver o) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   observer_ = std::move(o);
 }
 

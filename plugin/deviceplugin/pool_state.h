@@ -12,7 +12,8 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "agent/metrics/metrics.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "plugin/deviceplugin/pool_snapshot.h"
@@ -71,7 +72,7 @@ class PoolState {
 
  private:
   const std::string resource_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::shared_ptr<const PoolSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1beta1::ListAndWatchResponse> list_ ABSL_GUARDED_BY(mu_);
   std::set<DeviceListSubscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
