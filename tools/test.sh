@@ -58,13 +58,13 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   else
     record 1 "build (asan)"
   fi
-  step "TSan (the kubelet simulator's threads and gRPC streams; single-threaded logic)"
+  step "TSan (agent threads, device-plugin servers, registration, simulator)"
   mkdir -p "$OUT/tsan"
-  # Debian's abseil is not TSan-instrumented, so absl::Mutex is invisible to TSan
-  # and code built on it reports false races; these targets lock with std::mutex.
-  tsan_targets=(kubelet_sim_test kubelet_rules_test allocation_test health_monitor_test)
+  # Debian's abseil is not TSan-instrumented, so absl::Mutex would be invisible
+  # to TSan: the threaded code locks with std::mutex, which TSan sees.
+  tsan_targets=(agent_integration_test kubelet_sim_test health_monitor_test allocation_test)
   if configure "$OUT/tsan" -DFABRIC_SANITIZE=thread && \
-     cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}"; then
+     cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; then
     (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
       ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
     record $? "ctest (tsan)"

@@ -4,16 +4,16 @@
 #ifndef FABRIC_AGENT_DAEMON_AGENT_H_
 #define FABRIC_AGENT_DAEMON_AGENT_H_
 
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include <condition_variable>
-#include <mutex>
 #include "agent/base/host_paths.h"
 #include "agent/cdi/cdi_spec_writer.h"
 #include "agent/cni_service/cni_agent_server.h"

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "absl/time/clock.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 
@@ -52,11 +53,18 @@ int RunAgent(const AgentOptions& options) {
     if (!options.config_path.empty()) {
       std::string now = ConfigFingerprint(options.config_path);
       if (now != fingerprint) {
-        fingerprint = now;
-        reload = true;
+        // An editor may be mid-write: reload only once the content settled.
+        absl::SleepFor(absl::Milliseconds(200));
+        if (ConfigFingerprint(options.config_path) == now) {
+          fingerprint = now;
+          reload = true;
+        }
       }
     }
-    if (reload) (void)agent.Reload();
+    if (reload) {
+      if (!options.config_path.empty()) fingerprint = ConfigFingerprint(options.config_path);
+      (void)agent.Reload();
+    }
   }
   agent.Stop();
   LogInfo(Component::kAgent, "stopped");

@@ -5,14 +5,14 @@
 #ifndef FABRIC_AGENT_HEALTH_HEALTH_MONITOR_H_
 #define FABRIC_AGENT_HEALTH_HEALTH_MONITOR_H_
 
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <condition_variable>
-#include <mutex>
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"

@@ -5,14 +5,14 @@
 #ifndef FABRIC_AGENT_METRICS_HTTP_SERVER_H_
 #define FABRIC_AGENT_METRICS_HTTP_SERVER_H_
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
-#include <condition_variable>
-#include <mutex>
 #include "absl/time/time.h"
 
 namespace httplib {

@@ -73,7 +73,9 @@ class PluginManager::PoolServer {
   ~PoolServer() { Stop(); }
 
   absl::Status Start() {
-    Stop();
+    std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+    if (retired_) return absl::CancelledError(absl::StrCat(socket_, " was removed"));
+    StopLocked();
     if (socket_.size() >= sizeof(sockaddr_un::sun_path)) {
       return absl::InvalidArgumentError(
           absl::StrCat("socket path too long for a unix socket: ", socket_));
@@ -106,6 +108,18 @@ class PluginManager::PoolServer {
   }
 
   void Stop() {
+    std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+    StopLocked();
+  }
+
+  // Stops for good: a concurrent reconcile must not bring it back.
+  void Retire() {
+    std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+    retired_ = true;
+    StopLocked();
+  }
+
+  void StopLocked() {
     if (!server_) return;
     pool_->CloseStreams();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -119,8 +133,14 @@ class PluginManager::PoolServer {
     status_.registered = false;
   }
 
-  bool running() const { return server_ != nullptr; }
-  bool SocketIntact() const { return inode_ != 0 && SocketInode(socket_) == inode_; }
+  bool running() const {
+    std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+    return server_ != nullptr;
+  }
+  bool SocketIntact() const {
+    std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+    return inode_ != 0 && SocketInode(socket_) == inode_;
+  }
 
   // The classic path: Register on kubelet.sock, endpoint relative to its dir.
   absl::Status Register(const std::string& kubelet_socket, uint64_t kubelet_inode) {
@@ -182,6 +202,8 @@ class PluginManager::PoolServer {
   std::unique_ptr<WatcherRegistrationService> registration_;
   std::unique_ptr<grpc::Server> server_;
   uint64_t inode_ = 0;
+  mutable std::mutex lifecycle_mu_;  // Start/Stop from the watch thread vs. RemovePool
+  bool retired_ = false;
   mutable std::mutex mu_;
   RegistrationStatus status_ ABSL_GUARDED_BY(mu_);
   uint64_t registered_kubelet_inode_ ABSL_GUARDED_BY(mu_) = 0;
@@ -212,7 +234,6 @@ std::string PluginManager::SocketPathFor(const PoolState& pool, RegistrationMode
 }
 
 absl::Status PluginManager::AddPool(std::shared_ptr<PoolState> pool) {
-  std::shared_ptr<PoolServer> server;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (pools_.count(pool->resource())) {
@@ -220,12 +241,13 @@ absl::Status PluginManager::AddPool(std::shared_ptr<PoolState> pool) {
     }
     pools_[pool->resource()] = pool;
     if (!started_) return absl::OkStatus();
-    server = std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_);
-    servers_[pool->resource()] = server;
+    servers_[pool->resource()] =
+        std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_);
   }
-  absl::Status s = server->Start();
+  // Only the watch thread starts and registers servers once running: two
+  // threads reconciling the same server would serve and register it twice.
   Wake();
-  return s;
+  return absl::OkStatus();
 }
 
 void PluginManager::RemovePool(const std::string& resource) {
@@ -238,7 +260,7 @@ void PluginManager::RemovePool(const std::string& resource) {
     server = it->second;
     servers_.erase(it);
   }
-  server->Stop();
+  server->Retire();
   LogInfo(Component::kPlugin, "{}: no longer served", resource);
 }
 

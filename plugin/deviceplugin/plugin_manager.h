@@ -5,15 +5,15 @@
 #ifndef FABRIC_PLUGIN_DEVICEPLUGIN_PLUGIN_MANAGER_H_
 #define FABRIC_PLUGIN_DEVICEPLUGIN_PLUGIN_MANAGER_H_
 
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include <condition_variable>
-#include <mutex>
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "plugin/deviceplugin/device_plugin_service.h"

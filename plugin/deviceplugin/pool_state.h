@@ -5,6 +5,7 @@
 #define FABRIC_PLUGIN_DEVICEPLUGIN_POOL_STATE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,8 +13,6 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
-#include <condition_variable>
-#include <mutex>
 #include "agent/metrics/metrics.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "plugin/deviceplugin/pool_snapshot.h"

@@ -597,9 +597,10 @@ TEST(AgentBinaryTest, SighupReloadsGoodConfigAndRejectsBadOne) {
   const size_t efa_registrations = kubelet.Registrations().size();
 
   // Good: add a shared RDMA pool over the two mlx5 devices.
-  std::ofstream(cfg) << efa_pool
-                     << "  - name: example.com/ib\n    mode: shared\n    tokensPerDevice: 4\n"
-                        "    selector: {kinds: [rdma], linkTypes: [InfiniBand]}\n";
+  ASSERT_OK(WriteFileAtomic(cfg, efa_pool +
+                                     "  - name: example.com/ib\n    mode: shared\n"
+                                     "    tokensPerDevice: 4\n"
+                                     "    selector: {kinds: [rdma], linkTypes: [InfiniBand]}\n"));
   kill(pid, SIGHUP);
   ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.Devices("example.com/ib").size() == 8; },
                               absl::Seconds(10)));
