@@ -35,6 +35,29 @@ echo "$in_ns"
 grep -q 'Operation not permitted' <<<"$in_ns" || fail "open from a foreign netns: want EPERM, got: $(tr '\n' ' ' <<<"$in_ns")"
 grep -q "IBDEVS=.*\b$IBDEV\b" <<<"$in_ns" && fail "$IBDEV visible in /sys/class/infiniband of the foreign netns"
 
+# The CNI agent's own netlink code (agent/netns, via rdma-netns-probe): it must
+# see the mode and either move the device or return the kernel's refusal as an
+# error that names the device.
+PROBE=$BUILD/agent/netns/rdma-netns-probe
+agent_move="CNI agent move not tested (no $PROBE)"
+if [[ -x $PROBE ]]; then
+  pmode=$("$PROBE" get-mode 2>&1) || fail "rdma-netns-probe get-mode: $pmode"
+  grep -qi exclusive <<<"$pmode" || fail "rdma-netns-probe get-mode says '$pmode', want exclusive"
+  pout=$("$PROBE" move "$IBDEV" "/run/netns/$NS" 2>&1)
+  prc=$?
+  log "rdma-netns-probe move $IBDEV /run/netns/$NS: exit $prc: $pout"
+  if ((prc == 0)); then
+    ip netns exec "$NS" test -e "/sys/class/infiniband/$IBDEV" || fail "agent move reported success but $IBDEV not in $NS"
+    "$PROBE" move-back "$IBDEV" "/run/netns/$NS" || fail "agent could not move $IBDEV back"
+    wait_for 10 test -e "/sys/class/infiniband/$IBDEV" || fail "$IBDEV did not come back after the agent's move-back"
+    agent_move="CNI agent moved $IBDEV and back"
+  else
+    grep -q "$IBDEV" <<<"$pout" || fail "agent's refusal does not name $IBDEV: $pout"
+    grep -qiE 'not supported|EOPNOTSUPP' <<<"$pout" || fail "agent's refusal is not the kernel's EOPNOTSUPP: $pout"
+    agent_move="CNI agent returned the kernel's refusal naming $IBDEV"
+  fi
+fi
+
 move_out=$(rdma dev set "$IBDEV" netns "$NS" 2>&1)
 move_rc=$?
 log "rdma dev set $IBDEV netns $NS: exit $move_rc: $move_out"
@@ -50,4 +73,4 @@ else
   [[ -e /sys/class/infiniband/$IBDEV ]] || fail "refused move but $IBDEV left init_net"
   moved="kernel refused the move: EOPNOTSUPP ($(uname -r))"
 fi
-pass "exclusive mode: foreign netns gets EPERM; $moved; CNI agent move not tested yet"
+pass "exclusive mode: foreign netns gets EPERM; $moved; $agent_move"
