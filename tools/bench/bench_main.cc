@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -31,7 +33,9 @@ ABSL_FLAG(std::string, testdata, "",
 ABSL_FLAG(std::string, agent_binary, "",
           "fabric-agent executable (default: the one built with this)");
 ABSL_FLAG(std::string, log_file, "", "Where agent and simulator logs go (default: a file in /tmp)");
-ABSL_FLAG(int, alloc_iterations, 2000, "Allocate calls measured (and as many floor calls)");
+ABSL_FLAG(int, alloc_iterations, 2000,
+          "Allocate calls measured per round (and as many floor calls)");
+ABSL_FLAG(int, alloc_rounds, 5, "Rounds of --alloc-iterations calls");
 ABSL_FLAG(int, health_changes, 30, "Health changes injected per kind");
 ABSL_FLAG(int, restarts, 20, "Kubelet restarts");
 ABSL_FLAG(int, footprint_seconds, 60, "Footprint sampling window in seconds");
@@ -91,6 +95,7 @@ int Main() {
   o.log_file = absl::GetFlag(FLAGS_log_file);
   if (o.log_file.empty()) o.log_file = "/tmp/fabric-bench-" + std::to_string(getpid()) + ".log";
   o.alloc_iterations = absl::GetFlag(FLAGS_alloc_iterations);
+  o.alloc_rounds = absl::GetFlag(FLAGS_alloc_rounds);
   o.health_changes = absl::GetFlag(FLAGS_health_changes);
   o.restarts = absl::GetFlag(FLAGS_restarts);
   o.footprint_seconds = absl::GetFlag(FLAGS_footprint_seconds);
@@ -98,6 +103,7 @@ int Main() {
   o.metrics_scrapes = absl::GetFlag(FLAGS_metrics_scrapes);
   if (absl::GetFlag(FLAGS_quick)) {
     o.alloc_iterations = std::min(o.alloc_iterations, 200);
+    o.alloc_rounds = std::min(o.alloc_rounds, 2);
     o.health_changes = std::min(o.health_changes, 4);
     o.restarts = std::min(o.restarts, 3);
     o.footprint_seconds = std::min(o.footprint_seconds, 3);
@@ -159,7 +165,19 @@ int Main() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabric-bench: agent latency and footprint against same-run baselines");
-  absl::ParseCommandLine(argc, argv);
+  // Accept --footprint-seconds as well as absl's --footprint_seconds.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> fixed;
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {
+      const size_t end = std::min(a.find('='), a.size());
+      for (size_t i = 2; i < end; ++i) {
+        if (a[i] == '-') a[i] = '_';
+      }
+    }
+    fixed.push_back(a.data());
+  }
+  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
   if (!absl::GetFlag(FLAGS_serve_floor).empty()) {
     return fabric::bench::ServeFloor(absl::GetFlag(FLAGS_serve_floor));
   }

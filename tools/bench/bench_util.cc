@@ -50,13 +50,15 @@ std::string WithUnit(double v, const std::string& unit) {
 
 void PrintTable(const std::vector<Row>& rows) {
   std::vector<std::vector<std::string>> cells;
-  cells.push_back({"case", "metric", "value", "baseline (same run)", "ratio", "target", "verdict"});
+  cells.push_back(
+      {"case", "metric", "value", "baseline (same run)", "ratio", "target", "verdict", "note"});
   for (const Row& r : rows) {
     std::string value = r.value ? WithUnit(*r.value, r.unit) : "not measured: " + r.note;
     std::string base;
     if (r.baseline) base = WithUnit(*r.baseline, r.unit) + " " + r.baseline_name;
     std::string ratio = r.ratio ? Num(*r.ratio) + "x" : "";
-    cells.push_back({r.case_name, r.metric, value, base, ratio, r.target, r.verdict});
+    cells.push_back(
+        {r.case_name, r.metric, value, base, ratio, r.target, r.verdict, r.value ? r.note : ""});
   }
   std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& line : cells) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -79,6 +80,30 @@ std::map<std::string, uint64_t> TicksByThread(pid_t pid) {
     uint64_t t = 0;
     std::string comm;
     if (ReadStat(fmt::format("/proc/{}/task/{}/stat", pid, tid), &t, &comm)) out[comm] += t;
+  }
+  return out;
+}
+
+// Resident kB per mapping name from /proc/<pid>/smaps ("[anon]" for
+// anonymous memory): which libraries make up RssFile.
+std::map<std::string, double> RssByMapping(pid_t pid) {
+  std::map<std::string, double> out;
+  std::ifstream f(fmt::format("/proc/{}/smaps", pid));
+  std::string line, current = "[anon]";
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < 17 &&
+        line.find(':') > line.find('-')) {
+      // "start-end perms offset dev inode [path]"
+      std::istringstream in(line);
+      std::string range, perms, offset, dev, inode, path;
+      in >> range >> perms >> offset >> dev >> inode;
+      std::getline(in, path);
+      path.erase(0, path.find_first_not_of(' '));
+      current = path.empty() ? "[anon]" : path.substr(path.rfind('/') + 1);
+      continue;
+    }
+    if (line.rfind("Rss:", 0) == 0) out[current] += std::stod(line.substr(4)) / 1024;
   }
   return out;
 }
@@ -223,6 +248,7 @@ std::vector<Row> RunFootprintCase(const BenchOptions& o) {
     w->threads1 = TicksByThread(w->pid);
   }
   const double wall_s = MillisBetween(t0, Clock::now()) / 1000;
+  const std::map<std::string, double> mappings = RssByMapping(agent.pid);
   const bool still_registered = kubelet.Resources().size() >= static_cast<size_t>(kDefaultPools);
   Terminate(agent.pid);
   Terminate(floor.pid);
@@ -275,6 +301,16 @@ std::vector<Row> RunFootprintCase(const BenchOptions& o) {
                   .baseline = static_cast<double>(floor.peak.threads),
                   .baseline_name = "idle gRPC server",
                   .ratio = static_cast<double>(agent.peak.threads) / floor.peak.threads});
+  // What the resident memory is made of.
+  std::vector<std::pair<double, std::string>> by_mapping;
+  for (const auto& [name, mib] : mappings) by_mapping.push_back({mib, name});
+  std::sort(by_mapping.rbegin(), by_mapping.rend());
+  for (size_t i = 0; i < by_mapping.size() && i < 6; ++i) {
+    rows.push_back({.case_name = "footprint",
+                    .metric = fmt::format("  agent RSS in {}", by_mapping[i].second),
+                    .value = by_mapping[i].first,
+                    .unit = "MiB"});
+  }
   // Which threads spent the CPU (a thread that exited during the window is
   // missing here; its ticks are still in the process total).
   std::vector<std::pair<uint64_t, std::string>> by_thread;

@@ -6,6 +6,7 @@
 // the render, as it does in production. Baseline: /healthz on the same server.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +24,10 @@ namespace fabric::bench {
 namespace {
 
 constexpr double kTargetP99Ms = 5;
+
+double TvMillis(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) * 1000 + static_cast<double>(tv.tv_usec) / 1000;
+}
 
 struct HttpResult {
   int status = 0;  // 0: no answer
@@ -73,6 +78,7 @@ struct Instance {
   bool pod_labels = false;
   size_t bytes = 0;
   Samples metrics_ms, healthz_ms, render_ms;
+  double render_user_ms = 0, render_sys_ms = 0;  // this thread's CPU in direct renders
   int failures = 0;
 };
 
@@ -162,10 +168,19 @@ std::vector<Row> RunMetricsCase(const BenchOptions& o) {
           in->healthz_ms.Add(ms);
         }
       }
-      // The render alone, without HTTP.
+      // The render alone, without HTTP, and whether its CPU goes to the
+      // kernel (sysfs file reads) or to user space (building the text).
+      rusage r0{}, r1{};
+      getrusage(RUSAGE_THREAD, &r0);
       const auto t0 = Clock::now();
       std::string text = in->h->agent().MetricsText();
-      if (i >= warmup && !text.empty()) in->render_ms.Add(MillisBetween(t0, Clock::now()));
+      const auto t1 = Clock::now();
+      getrusage(RUSAGE_THREAD, &r1);
+      if (i >= warmup && !text.empty()) {
+        in->render_ms.Add(MillisBetween(t0, t1));
+        in->render_user_ms += TvMillis(r1.ru_utime) - TvMillis(r0.ru_utime);
+        in->render_sys_ms += TvMillis(r1.ru_stime) - TvMillis(r0.ru_stime);
+      }
     }
   }
   for (Instance* in : {&small, &large}) {
@@ -206,6 +221,13 @@ std::vector<Row> RunMetricsCase(const BenchOptions& o) {
                     .metric = "  MetricsText() render only p50, " + label,
                     .value = in->render_ms.empty() ? 0 : in->render_ms.Percentile(0.5),
                     .unit = "ms"});
+    const double cpu = in->render_user_ms + in->render_sys_ms;
+    if (cpu > 0) {
+      rows.push_back({.case_name = "metrics",
+                      .metric = "  render CPU spent in the kernel (sysfs reads), " + label,
+                      .value = 100 * in->render_sys_ms / cpu,
+                      .unit = "%"});
+    }
     rows.push_back({.case_name = "metrics",
                     .metric = "  /metrics body, " + label,
                     .value = static_cast<double>(in->bytes) / 1024,
