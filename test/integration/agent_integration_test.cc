@@ -301,7 +301,8 @@ TEST(AgentBinaryTest, SigtermRemovesSocketsAndExitsZero) {
   if (pid == 0) {
     execl(agent_bin.c_str(), agent_bin.c_str(), ("--sysfs-root=" + node + "/sys").c_str(),
           ("--dev-root=" + node + "/dev").c_str(), ("--kubelet-root=" + dir.path()).c_str(),
-          "--registration=kubelet", nullptr);
+          "--registration=kubelet", ("--cdi-dir=" + dir.path() + "/cdi").c_str(),
+          ("--state-dir=" + dir.path() + "/state").c_str(), nullptr);
     _exit(127);
   }
   ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 4); }, absl::Seconds(20)));
@@ -326,8 +327,9 @@ TEST(AgentBinaryTest, BadConfigExitsTwoNamingTheKey) {
   std::ofstream(cfg)
       << "pools:\n  - name: vpc.amazonaws.com/efa\n    mode: sliced\n    selector: {}\n";
   const std::string cmd = std::string(bin_dir) + "/agent/daemon/fabric-agent --config=" + cfg +
-                          " --kubelet-root=" + dir.path() + " --sysfs-root=" + dir.path() + " 2>" +
-                          dir.path() + "/err";
+                          " --kubelet-root=" + dir.path() + " --sysfs-root=" + dir.path() +
+                          " --cdi-dir=" + dir.path() + "/cdi --state-dir=" + dir.path() + "/state" +
+                          " 2>" + dir.path() + "/err";
   int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 2);
