@@ -105,6 +105,12 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
+  auto names = ListDirFast(path);
+  if (names.ok()) std::sort(names->begin(), names->end(), NaturalLess);
+  return names;
+}
+
+absl::StatusOr<std::vector<std::string>> ListDirFast(const std::string& path) {
   DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) return ErrnoError(errno, "opendir", path);
   std::vector<std::string> names;
@@ -113,7 +119,7 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
     names.emplace_back(e->d_name);
   }
   ::closedir(dir);
-  std::sort(names.begin(), names.end(), NaturalLess);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

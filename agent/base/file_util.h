@@ -28,8 +28,10 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> ReadDevNumbers(const std::string& 
 absl::StatusOr<std::string> ReadLink(const std::string& path);
 // Canonical absolute path (symlinks resolved). kNotFound if missing.
 absl::StatusOr<std::string> RealPath(const std::string& path);
-// Entry names in a directory (no "." / ".."), sorted. kNotFound if missing.
+// Entry names in a directory (no "." / ".."), in natural order. kNotFound if missing.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
+// The same in plain byte order: cheaper, for change detection in poll loops.
+absl::StatusOr<std::vector<std::string>> ListDirFast(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Last path component ("a/b/c" -> "c").

@@ -13,7 +13,7 @@ namespace {
 std::vector<std::string> Listing(const HostPaths& paths) {
   std::vector<std::string> out;
   for (const char* dir : {"class/infiniband", "class/infiniband_verbs"}) {
-    auto names = ListDir(paths.Sys(dir));
+    auto names = ListDirFast(paths.Sys(dir));
     if (names.ok()) out.insert(out.end(), names->begin(), names->end());
     out.push_back("|");
   }
@@ -142,8 +142,21 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
     const std::string base = paths_.Sys("class/infiniband/" + dev.name);
     for (const auto& counter : rule.error_counters) {
       // Device-level on current kernels; under the port on older ones (< ~5.14).
-      auto v = ReadU64(absl::StrCat(base, "/hw_counters/", counter.name));
-      if (!v.ok()) v = ReadU64(absl::StrCat(base, "/ports/1/hw_counters/", counter.name));
+      // Remember where each counter was found instead of failing a read per poll.
+      std::string& where = track.path[counter.name];
+      absl::StatusOr<uint64_t> v = absl::NotFoundError("");
+      if (!where.empty()) v = ReadU64(where);
+      if (!v.ok()) {
+        where.clear();
+        for (const char* dir : {"/hw_counters/", "/ports/1/hw_counters/"}) {
+          const std::string candidate = absl::StrCat(base, dir, counter.name);
+          v = ReadU64(candidate);
+          if (v.ok()) {
+            where = candidate;
+            break;
+          }
+        }
+      }
       if (!v.ok()) continue;
       auto last = track.last.find(counter.name);
       if (last != track.last.end() && *v >= last->second &&

@@ -48,7 +48,8 @@ class HealthMonitor {
     std::string last_problem;
   };
   struct EfaTrack {
-    std::map<std::string, uint64_t> last;  // counter -> last value
+    std::map<std::string, uint64_t> last;     // counter -> last value
+    std::map<std::string, std::string> path;  // counter -> file it was found in
     absl::Time last_check = absl::InfinitePast();
     absl::Time last_growth = absl::InfinitePast();
     std::string last_problem;
