@@ -113,7 +113,8 @@ absl::StatusOr<Selector> ParseSelector(const YAML::Node& node, const std::string
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = it->first.as<std::string>();
     const std::string path = absl::StrCat(where, ".", key);
-    const YAML::Node& v = it->second;
+    // A copy: yaml-cpp iterators yield temporaries, a reference would dangle.
+    const YAML::Node v = it->second;
     if (key == "kinds") {
       FABRIC_ASSIGN_OR_RETURN(auto kinds, StringList(v, source, path));
       for (const std::string& k : kinds) {
