@@ -177,7 +177,6 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     LogInfo(Component::kPlugin, "{}: allocated {}", snap->resource, ids);
   }
   pool_->stats().allocate_latency.Observe(secs);
-  if (allocate_observer_) allocate_observer_(snap->resource, secs, status.ok());
   if (status.ok()) pool_->AfterAllocate();
   return Done(ctx, std::move(status));
 }

@@ -33,14 +33,8 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
                                               const v1beta1::PreStartContainerRequest* req,
                                               v1beta1::PreStartContainerResponse* resp) override;
 
-  // Called after every Allocate with its latency (metrics).
-  using AllocateObserver =
-      std::function<void(const std::string& resource, double seconds, bool ok)>;
-  void SetAllocateObserver(AllocateObserver o) { allocate_observer_ = std::move(o); }
-
  private:
   std::shared_ptr<PoolState> pool_;
-  AllocateObserver allocate_observer_;
 };
 
 // Plugin-watcher registration: GetInfo names our resource and socket;

@@ -35,7 +35,6 @@ bool PoolState::Update(std::shared_ptr<const PoolSnapshot> next) {
   if (google::protobuf::util::MessageDifferencer::Equals(*list, *list_)) return false;
   list_ = list;
   for (DeviceListSubscriber* s : subscribers_) s->Push(list_);
-  if (observer_) observer_(*snapshot_);
   return true;
 }
 
@@ -72,11 +71,6 @@ void PoolState::AfterAllocate() {
     hook = allocate_hook_;
   }
   if (hook) hook();
-}
-
-void PoolState::SetChangeObserver(ChangeObserver o) {
-  std::lock_guard<std::mutex> lock(mu_);
-  observer_ = std::move(o);
 }
 
 }  // namespace fabric

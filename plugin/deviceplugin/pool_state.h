@@ -58,10 +58,6 @@ class PoolState {
   void CloseStreams();
   size_t open_streams() const;
 
-  // Observers (metrics, latency benchmarks) see every device-list change.
-  using ChangeObserver = std::function<void(const PoolSnapshot&)>;
-  void SetChangeObserver(ChangeObserver o);
-
   PoolStats& stats() { return stats_; }
 
   // Called after every successful Allocate (the agent re-reads PodResources
@@ -75,7 +71,6 @@ class PoolState {
   std::shared_ptr<const PoolSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1beta1::ListAndWatchResponse> list_ ABSL_GUARDED_BY(mu_);
   std::set<DeviceListSubscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
-  ChangeObserver observer_ ABSL_GUARDED_BY(mu_);
   std::function<void()> allocate_hook_ ABSL_GUARDED_BY(mu_);
   PoolStats stats_;
 };
