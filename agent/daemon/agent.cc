@@ -335,12 +335,7 @@ bool Agent::RefreshAllocations() {
       allocated[entry.resource]++;
       held_via[unit->device].insert(entry.resource);
       PodDeviceHold h{entry.ns, entry.pod, entry.container, entry.resource, unit->device};
-      bool dup = false;
-      for (const auto& o : holds) {
-        dup = dup || (o.ns == h.ns && o.pod == h.pod && o.container == h.container &&
-                      o.resource == h.resource && o.device == h.device);
-      }
-      if (!dup) holds.push_back(std::move(h));
+      if (std::find(holds.begin(), holds.end(), h) == holds.end()) holds.push_back(std::move(h));
     }
   }
   // A device held through one pool is withdrawn from every other pool when

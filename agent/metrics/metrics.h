@@ -53,6 +53,7 @@ struct PoolMetrics {
 // One container's hold on one device (deduplicated by device).
 struct PodDeviceHold {
   std::string ns, pod, container, resource, device;
+  bool operator==(const PodDeviceHold&) const = default;
 };
 
 struct MetricsInput {
