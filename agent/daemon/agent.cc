@@ -55,11 +55,11 @@ absl::Status Agent::Start() {
     if (!loaded.ok()) return loaded.status();
     config = *loaded;
   }
-  // The inventory lists devices the CNI part moved into Pod netns from its
-  // records, described as last seen (state kept only with the CNI part on).
-  attachments_ = std::make_unique<CniAttachmentRecords>(options_.paths.state_dir + "/cni");
+  // With the CNI part on, the inventory keeps listing the devices moved into
+  // Pod netns (from the CNI records), described as last seen.
   InventoryOptions inventory_options;
   if (!options_.agent_socket.empty()) {
+    attachments_ = std::make_unique<CniAttachmentRecords>(options_.paths.state_dir + "/cni");
     inventory_options.state_file = options_.paths.state_dir + "/inventory/devices.json";
   }
   inventory_ = std::make_unique<Inventory>(options_.paths, inventory_options, attachments_.get());
