@@ -162,6 +162,9 @@ void Inventory::Accept(NodeInventory inv) {
     }
   }
   current_ = std::move(inv);
+  // Only what is listed now needs remembering: a device that left and comes
+  // back is walked afresh. Keeps memory flat under devices that come and go.
+  known_.clear();
   for (const RdmaDevice& d : current_.devices) known_[d.name] = d;
   SaveState();
 }

@@ -90,7 +90,7 @@ class Inventory {
   std::condition_variable stop_cv_;
   NodeInventory current_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listing_ ABSL_GUARDED_BY(mu_);
-  // Last known description of every device listed, from the state file first.
+  // The description of every device listed (at start: from the state file).
   std::map<std::string, RdmaDevice> known_ ABSL_GUARDED_BY(mu_);
   std::string saved_ ABSL_GUARDED_BY(mu_);
   bool failing_ ABSL_GUARDED_BY(mu_) = false;
