@@ -135,9 +135,15 @@ absl::StatusOr<NodeInventory> Inventory::Build(bool strict) {
       dev = *last;
     } else if (auto k = known_.find(name); k != known_.end()) {
       dev = k->second;
-    } else if (auto seen = DescribeFromVerbsNode(paths_, name); seen.ok()) {
-      // Never listed by this agent (state lost): what the host still sees.
-      dev = *seen;
+    }
+    // The verbs node stays visible from the host (not netns-tagged); the move
+    // re-registers the device, so its number is taken from there when it can.
+    if (auto seen = DescribeFromVerbsNode(paths_, name); seen.ok()) {
+      if (dev) {
+        dev->uverbs = seen->uverbs;
+      } else {
+        dev = *seen;  // never listed by this agent (state lost): what the host still sees
+      }
     }
     if (!dev) {
       std::string line = absl::StrCat("device ", name, " is in the netns of Pod ", pod,

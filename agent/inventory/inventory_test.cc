@@ -166,6 +166,15 @@ TEST_F(MovedDeviceTest, StaysListedWhileRunning) {
   ExpectHeld(inv.snapshot());
   EXPECT_EQ(inv.snapshot().Find("mlx5_0")->LinkLayer(), "Ethernet");
   EXPECT_EQ(inv.snapshot().Find("mlx5_0")->PrimaryNetdev(), "ens1f0np0");
+  // The move re-registers the device: its verbs node numbers are re-read from
+  // the host's (untagged) class/infiniband_verbs at the next rediscovery.
+  fs_.WriteFile("sys/class/infiniband_verbs/uverbs0/dev", "231:200\n");
+  fs_.MoveOutOfHostNetns("mlx5_1");  // any listing change
+  ASSERT_TRUE(inv.Poll(t += absl::Milliseconds(200)));
+  EXPECT_EQ(inv.snapshot().Find("mlx5_0")->uverbs.minor, 200u);
+  EXPECT_THAT(Names(inv.snapshot()), ElementsAre("mlx5_0"));  // mlx5_1 has no record
+  fs_.ReturnToHostNetns("mlx5_1");
+  ASSERT_TRUE(inv.Poll(t += absl::Milliseconds(200)));
 
   // DEL moves it back and removes the record: listed as found in sysfs again.
   ASSERT_OK(netlink_.MoveDevice("mlx5_0", kNetns, ""));
