@@ -49,6 +49,35 @@ TEST(InventoryTest, HotPlugIsRediscoveredAndPublished) {
   EXPECT_EQ(published, 0);  // Poll publishes only once Start() installed a sink
 }
 
+// The poll thread publishes a hot-plug while readers take snapshots (TSan).
+TEST(InventoryTest, PollThreadPublishesHotPlug) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  Inventory inv(fs.paths(), {}, nullptr);
+  ASSERT_OK(inv.Discover());
+  std::mutex mu;
+  std::vector<std::string> last;
+  inv.Start(absl::Milliseconds(10), [&](const NodeInventory& n) {
+    std::lock_guard<std::mutex> lock(mu);
+    last = Names(n);
+  });
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  size_t seen = 0;
+  while (absl::Now() < deadline) {
+    seen = inv.snapshot().devices.size();  // concurrent with the poll thread
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (last.size() == 2) break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  inv.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(last, ElementsAre("rdmap79s0", "rdmap80s0"));
+  EXPECT_GE(seen, 1u);
+}
+
 // Issue 11 item 2: a failed rediscovery keeps the last good list and is
 // retried with backoff, without waiting for another change in sysfs.
 TEST(InventoryTest, FailedRediscoveryKeepsTheLastGoodListAndRetriesWithBackoff) {
