@@ -6,7 +6,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/cdi/cdi_spec.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/inventory/cni_attachments.h"
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "nlohmann/json.hpp"
 #include "plugin/deviceplugin/allocation.h"
@@ -55,7 +55,15 @@ absl::Status Agent::Start() {
     if (!loaded.ok()) return loaded.status();
     config = *loaded;
   }
-  auto inventory = DiscoverNode(options_.paths);
+  // With the CNI part on, the inventory keeps listing the devices moved into
+  // Pod netns (from the CNI records), described as last seen.
+  InventoryOptions inventory_options;
+  if (!options_.agent_socket.empty()) {
+    attachments_ = std::make_unique<CniAttachmentRecords>(options_.paths.state_dir + "/cni");
+    inventory_options.state_file = options_.paths.state_dir + "/inventory/devices.json";
+  }
+  inventory_ = std::make_unique<Inventory>(options_.paths, inventory_options, attachments_.get());
+  auto inventory = inventory_->Discover();
   if (!inventory.ok()) return inventory.status();
   LogInfo(Component::kDiscovery, "found {} RDMA device(s){}", inventory->devices.size(),
           inventory->rdma_cm ? "" : " (no rdma_cm)");
@@ -79,6 +87,8 @@ absl::Status Agent::Start() {
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
   if (absl::Status s = plugins_->Start(); !s.ok()) return s;
   monitor_->Start();
+  inventory_->Start(absl::Milliseconds(config.health.poll_interval_ms),
+                    [this](const NodeInventory& inv) { monitor_->SetInventory(inv, absl::Now()); });
   podresources::PodResourcesClientOptions pr;
   pr.socket_path = options_.paths.PodResourcesSocket();
   pr.use_get = false;  // we want every Pod: List
@@ -121,6 +131,7 @@ void Agent::Stop() {
   if (watcher_.joinable()) watcher_.join();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
+  if (inventory_) inventory_->Stop();
   if (monitor_) monitor_->Stop();
   plugins_->Stop();
 }

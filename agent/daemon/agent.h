@@ -20,6 +20,7 @@
 #include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
 #include "agent/health/health_monitor.h"
+#include "agent/inventory/inventory.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
 #include "agent/model/device.h"
@@ -106,6 +107,8 @@ class Agent : public cni_service::DeviceResolver {
 
   const AgentOptions options_;
   std::unique_ptr<PluginManager> plugins_;
+  std::unique_ptr<AttachmentSource> attachments_;
+  std::unique_ptr<Inventory> inventory_;  // publishes device lists into monitor_
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<podresources::PodResourcesClient> podresources_;

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
 namespace {
@@ -40,16 +41,25 @@ struct VerbsEntry {
 };
 
 // ibdev name -> its uverbs char device, from class/infiniband_verbs/*/{ibdev,dev}.
-std::map<std::string, VerbsEntry> ReadVerbsNodes(const HostPaths& paths, NodeInventory* inv) {
+// A missing class directory (ib_uverbs not loaded) is no verbs node; any other
+// failure to list it is an error: "no devices" would withdraw every device.
+absl::StatusOr<std::map<std::string, VerbsEntry>> ReadVerbsNodes(const SysfsLayout& layout,
+                                                                 NodeInventory* inv) {
   std::map<std::string, VerbsEntry> out;
-  const std::string dir = paths.Sys("class/infiniband_verbs");
+  const std::string dir = layout.VerbsClassDir();
   auto names = ListDir(dir);
-  if (!names.ok()) return out;
+  if (!names.ok()) {
+    if (absl::IsNotFound(names.status())) return out;
+    return names.status();
+  }
   for (const std::string& entry : *names) {
     if (!absl::StartsWith(entry, "uverbs")) continue;  // abi_version
-    const std::string base = absl::StrCat(dir, "/", entry);
+    const std::string base = layout.VerbsNodeDir(entry);
     auto ibdev = ReadTrimmed(base + "/ibdev");
     auto dev = ReadDevNumbers(base + "/dev");
+    for (const absl::Status& s : {ibdev.status(), dev.status()}) {
+      if (IsTransientReadError(s)) return s;
+    }
     if (!ibdev.ok() || !dev.ok()) {
       std::string line = absl::StrCat("ignoring verbs node ", entry, ": ",
                                       (!ibdev.ok() ? ibdev.status() : dev.status()).message());
@@ -70,10 +80,12 @@ std::map<std::string, VerbsEntry> ReadVerbsNodes(const HostPaths& paths, NodeInv
 
 // The PCI function behind an IB device: the `device` link's target, or (for
 // auxiliary devices such as mlx5 SFs) its nearest PCI ancestor.
-absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& ibdev_dir) {
-  const std::string link = ibdev_dir + "/device";
+absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
   auto target = RealPath(link);
-  if (!target.ok()) return std::optional<PciInfo>();  // soft device: no parent
+  if (!target.ok()) {
+    if (IsTransientReadError(target.status())) return target.status();
+    return std::optional<PciInfo>();  // soft device: no parent
+  }
   std::string dir = *target;
   while (!dir.empty() && dir != "/" && !LooksLikeBdf(Basename(dir))) {
     dir = dir.substr(0, dir.rfind('/'));
@@ -102,10 +114,24 @@ absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& ibdev_dir) {
   return std::optional<PciInfo>(pci);
 }
 
-absl::StatusOr<std::vector<std::string>> PciNetdevs(const std::string& ibdev_dir) {
-  auto names = ListDir(ibdev_dir + "/device/net");
-  if (!names.ok()) return std::vector<std::string>();
+absl::StatusOr<std::vector<std::string>> PciNetdevs(const std::string& pci_link) {
+  auto names = ListDir(pci_link + "/net");
+  if (!names.ok()) {
+    if (IsTransientReadError(names.status())) return names.status();
+    return std::vector<std::string>();
+  }
   return *names;
+}
+
+// An optional attribute: absent or unreadable for a permanent reason is "",
+// a transient failure (EMFILE, ENOMEM...) fails the pass.
+absl::Status ReadOptional(const std::string& path, std::string* out) {
+  auto v = ReadTrimmed(path);
+  if (v.ok()) {
+    *out = *v;
+    return absl::OkStatus();
+  }
+  return IsTransientReadError(v.status()) ? v.status() : absl::OkStatus();
 }
 
 absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
@@ -121,14 +147,28 @@ absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
           absl::StrCat(path, ": expected '<n>: <NAME>', got '", *text, "'"));
     }
   }
-  if (auto ll = ReadTrimmed(port_dir + "/link_layer"); ll.ok()) p.link_layer = *ll;
-  if (auto rate = ReadTrimmed(port_dir + "/rate"); rate.ok()) p.rate = *rate;
-  // EFA and IB have no netdev: the kernel answers EINVAL, fake trees omit it.
-  if (auto nd = ReadTrimmed(port_dir + "/gid_attrs/ndevs/0"); nd.ok()) p.netdev = *nd;
+  for (auto [file, out] : {std::pair{"/link_layer", &p.link_layer}, std::pair{"/rate", &p.rate},
+                           // EFA and IB have no netdev: the kernel answers EINVAL.
+                           std::pair{"/gid_attrs/ndevs/0", &p.netdev}}) {
+    if (absl::Status s = ReadOptional(port_dir + file, out); !s.ok()) return s;
+  }
   return p;
 }
 
 }  // namespace
+
+bool IsTransientReadError(const absl::Status& status) {
+  // EMFILE/ENFILE/ENOMEM/ENOSPC map to kResourceExhausted, EAGAIN/EBUSY to
+  // kUnavailable, EINTR to kAborted: none says anything about the device.
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool ParseNumberedState(const std::string& text, int* code, std::string* name) {
   size_t colon = text.find(':');
@@ -150,23 +190,25 @@ bool IsEfa(const PciInfo& pci) {
 absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
   NodeInventory inv;
   Skip skip(&inv);
-  const std::map<std::string, VerbsEntry> verbs = ReadVerbsNodes(paths, &inv);
+  const SysfsLayout layout(paths);
+  auto verbs_or = ReadVerbsNodes(layout, &inv);
+  if (!verbs_or.ok()) return verbs_or.status();
+  const std::map<std::string, VerbsEntry>& verbs = *verbs_or;
   const bool check_dev_nodes = IsDirectory(paths.Dev("infiniband"));
 
-  const std::string class_dir = paths.Sys("class/infiniband");
-  auto names = ListDir(class_dir);
+  auto names = ListDir(layout.InfinibandClassDir());
   if (!names.ok()) {
     if (names.status().code() != absl::StatusCode::kNotFound) return names.status();
     names = std::vector<std::string>();
   }
   for (const std::string& name : *names) {
-    const std::string dir = absl::StrCat(class_dir, "/", name);
+    const std::string dir = layout.DeviceDir(name);
     RdmaDevice dev;
     dev.name = name;
     auto v = verbs.find(name);
     if (v == verbs.end()) {
-      skip(name, absl::StrCat("no verbs node: no ", paths.Sys("class/infiniband_verbs"),
-                              "/uverbs*/ibdev names it"));
+      skip(name,
+           absl::StrCat("no verbs node: no ", layout.VerbsClassDir(), "/uverbs*/ibdev names it"));
       continue;
     }
     dev.uverbs = v->second.node;
@@ -174,25 +216,32 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
       skip(name, absl::StrCat("device node ", paths.Dev(dev.uverbs.rel_path), " is missing"));
       continue;
     }
-    if (auto nt = ReadTrimmed(dir + "/node_type"); nt.ok()) dev.node_type = *nt;
-    if (auto guid = ReadTrimmed(dir + "/node_guid"); guid.ok()) dev.node_guid = *guid;
+    for (auto [file, out] :
+         {std::pair{"/node_type", &dev.node_type}, std::pair{"/node_guid", &dev.node_guid}}) {
+      if (absl::Status s = ReadOptional(dir + file, out); !s.ok()) return s;
+    }
 
-    auto pci = ReadPci(dir);
+    auto pci = ReadPci(layout.PciFunctionLink(name));
     if (!pci.ok()) {
+      if (IsTransientReadError(pci.status())) return pci.status();
       skip(name, std::string(pci.status().message()));
       continue;
     }
     dev.pci = *pci;
     if (dev.pci) {
-      auto nd = PciNetdevs(dir);
-      if (nd.ok()) dev.netdevs = *nd;
-    } else if (auto parent = ReadTrimmed(dir + "/parent"); parent.ok() && !parent->empty()) {
-      dev.netdevs.push_back(*parent);  // rxe/siw: the netdev they sit on
+      auto nd = PciNetdevs(layout.PciFunctionLink(name));
+      if (!nd.ok()) return nd.status();
+      dev.netdevs = *nd;
+    } else {
+      std::string parent;
+      if (absl::Status s = ReadOptional(dir + "/parent", &parent); !s.ok()) return s;
+      if (!parent.empty()) dev.netdevs.push_back(parent);  // rxe/siw: the netdev they sit on
     }
     dev.kind = dev.pci && IsEfa(*dev.pci) ? DeviceKind::kEfa : DeviceKind::kRdma;
 
-    auto ports = ListDir(dir + "/ports");
+    auto ports = ListDir(layout.PortsDir(name));
     if (!ports.ok()) {
+      if (IsTransientReadError(ports.status())) return ports.status();
       skip(name, std::string(ports.status().message()));
       continue;
     }
@@ -200,8 +249,9 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
     for (const std::string& port_name : *ports) {
       int number;
       if (!absl::SimpleAtoi(port_name, &number)) continue;
-      auto port = ReadPort(absl::StrCat(dir, "/ports/", port_name), number);
+      auto port = ReadPort(layout.PortDir(name, number), number);
       if (!port.ok()) {
+        if (IsTransientReadError(port.status())) return port.status();
         skip(name, std::string(port.status().message()));
         port_error = true;
         break;
@@ -216,7 +266,7 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
     inv.devices.push_back(std::move(dev));
   }
 
-  const std::string cm_dev = paths.Sys("class/misc/rdma_cm/dev");
+  const std::string cm_dev = layout.RdmaCmDir() + "/dev";
   if (PathExists(cm_dev)) {
     auto numbers = ReadDevNumbers(cm_dev);
     CharDevice cm{"infiniband/rdma_cm", 0, 0};
@@ -235,6 +285,29 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
     }
   }
   return inv;
+}
+
+absl::StatusOr<RdmaDevice> DescribeFromVerbsNode(const HostPaths& paths, const std::string& ibdev) {
+  const SysfsLayout layout(paths);
+  auto names = ListDir(layout.VerbsClassDir());
+  if (!names.ok()) return names.status();
+  for (const std::string& entry : *names) {
+    if (!absl::StartsWith(entry, "uverbs")) continue;
+    const std::string base = layout.VerbsNodeDir(entry);
+    auto name = ReadTrimmed(base + "/ibdev");
+    if (!name.ok() || *name != ibdev) continue;
+    auto dev = ReadDevNumbers(base + "/dev");
+    if (!dev.ok()) return dev.status();
+    RdmaDevice d;
+    d.name = ibdev;
+    d.uverbs = CharDevice{absl::StrCat("infiniband/", entry), dev->first, dev->second};
+    auto pci = ReadPci(base + "/device");
+    if (!pci.ok()) return pci.status();
+    d.pci = *pci;
+    d.kind = d.pci && IsEfa(*d.pci) ? DeviceKind::kEfa : DeviceKind::kRdma;
+    return d;
+  }
+  return absl::NotFoundError(absl::StrCat("no verbs node names ", ibdev));
 }
 
 }  // namespace fabric

@@ -1,5 +1,7 @@
 #include "agent/discovery/sysfs_discovery.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <map>
 
@@ -188,6 +190,34 @@ TEST(DiscoveryTest, PortDownIsReported) {
   EXPECT_FALSE(inv->devices[0].ports[0].active());
   EXPECT_EQ(inv->devices[0].ports[0].state, "DOWN");
   EXPECT_EQ(inv->devices[0].ports[0].phys_state_code, 3);
+}
+
+// Issue 11 item 2: an unreadable class/infiniband_verbs is an error, not a node
+// without devices (every device would then be "removed"). A symlink loop gives
+// ELOOP even to root, like EMFILE/ENOMEM would: an errno other than ENOENT.
+TEST(DiscoveryTest, UnreadableVerbsClassIsAnErrorNotAnEmptyNode) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs.Remove("sys/class/infiniband_verbs");
+  ASSERT_EQ(::symlink("infiniband_verbs", (fs.sys_root() + "/class/infiniband_verbs").c_str()), 0);
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_FALSE(inv.ok()) << inv->devices.size() << " device(s)";
+  EXPECT_THAT(std::string(inv.status().message()), HasSubstr("infiniband_verbs"));
+
+  // Absent (ib_uverbs not loaded) is not an error: devices are skipped.
+  fs.Remove("sys/class/infiniband_verbs");
+  auto none = DiscoverNode(fs.paths());
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->devices.empty());
+}
+
+// A resource error on one device's required file fails the pass (the caller
+// keeps its last good inventory and retries) instead of dropping the device.
+TEST(DiscoveryTest, TransientErrorClassification) {
+  EXPECT_TRUE(IsTransientReadError(absl::ResourceExhaustedError("open: Too many open files")));
+  EXPECT_TRUE(IsTransientReadError(absl::UnavailableError("EAGAIN")));
+  EXPECT_FALSE(IsTransientReadError(absl::NotFoundError("gone")));
+  EXPECT_FALSE(IsTransientReadError(absl::InvalidArgumentError("garbage")));
 }
 
 // The checked-in sample trees (test/testdata/nodes).

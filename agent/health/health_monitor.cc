@@ -6,24 +6,12 @@
 #include "agent/discovery/sysfs_discovery.h"
 
 namespace fabric {
-namespace {
-
-// Names in the two class directories: a change means hot-plug (add, remove,
-// driver bind/unbind), which is when a full rediscovery is worth its cost.
-std::vector<std::string> Listing(const HostPaths& paths) {
-  std::vector<std::string> out;
-  for (const char* dir : {"class/infiniband", "class/infiniband_verbs"}) {
-    auto names = ListDirFast(paths.Sys(dir));
-    if (names.ok()) out.insert(out.end(), names->begin(), names->end());
-    out.push_back("|");
-  }
-  return out;
-}
-
-}  // namespace
 
 HealthMonitor::HealthMonitor(HostPaths paths, HealthConfig config, Publish publish)
-    : paths_(std::move(paths)), publish_(std::move(publish)), config_(std::move(config)) {}
+    : paths_(std::move(paths)),
+      layout_(paths_),
+      publish_(std::move(publish)),
+      config_(std::move(config)) {}
 
 HealthMonitor::~HealthMonitor() { Stop(); }
 
@@ -31,9 +19,25 @@ std::map<std::string, DeviceHealth> HealthMonitor::Prime(const NodeInventory& in
                                                          absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   inventory_ = inventory;
-  listing_ = Listing(paths_);
   health_ = Evaluate(now);
   return health_;
+}
+
+void HealthMonitor::SetInventory(const NodeInventory& inventory, absl::Time now) {
+  std::lock_guard<std::mutex> publishing(publish_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inventory_ = inventory;
+    // Forget the tracking of devices that are gone: memory stays flat under
+    // devices that come and go.
+    for (auto it = ports_.begin(); it != ports_.end();) {
+      it = inventory_.Find(it->first) ? std::next(it) : ports_.erase(it);
+    }
+    for (auto it = efa_.begin(); it != efa_.end();) {
+      it = inventory_.Find(it->first) ? std::next(it) : efa_.erase(it);
+    }
+  }
+  EvaluateAndPublishLocked(now, /*force=*/true);
 }
 
 void HealthMonitor::Start() {
@@ -73,37 +77,25 @@ uint64_t HealthMonitor::changes() const {
   return changes_;
 }
 
-bool HealthMonitor::RefreshInventory() {
-  std::vector<std::string> listing = Listing(paths_);
-  if (listing == listing_) return false;
-  listing_ = std::move(listing);
-  auto inv = DiscoverNode(paths_);
-  if (!inv.ok()) {
-    LogWarn(Component::kHealth, "rediscovery failed, keeping the last device set: {}",
-            inv.status().message());
-    return false;
-  }
-  inventory_ = *inv;
-  return true;
-}
-
 bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h) {
   const absl::Duration hold = absl::Milliseconds(config_.port_hold_down_ms);
   bool changed_state = false;
   std::string problem;
   for (PortInfo& port : dev.ports) {
-    const std::string dir =
-        paths_.Sys(absl::StrCat("class/infiniband/", dev.name, "/ports/", port.number));
-    auto state = ReadTrimmed(dir + "/state");
-    auto phys = ReadTrimmed(dir + "/phys_state");
+    auto state = ReadTrimmed(layout_.PortStateFile(dev.name, port.number));
+    auto phys = ReadTrimmed(layout_.PortPhysStateFile(dev.name, port.number));
     PortTrack& track = ports_[dev.name][port.number];
-    if (!state.ok() || !phys.ok()) {
-      // Gone between listing and read: the next listing change rediscovers it.
-      continue;
-    }
     int sc = 0, pc = 0;
     std::string sn, pn;
-    if (!ParseNumberedState(*state, &sc, &sn) || !ParseNumberedState(*phys, &pc, &pn)) continue;
+    if (!state.ok() || !phys.ok() || !ParseNumberedState(*state, &sc, &sn) ||
+        !ParseNumberedState(*phys, &pc, &pn)) {
+      // A failed read says nothing about the port (EMFILE, a device going
+      // away, garbage): the previous verdict stands until a read succeeds.
+      if (track.down) {
+        problem = problem.empty() ? track.last_problem : problem + ", " + track.last_problem;
+      }
+      continue;
+    }
     if (sc != port.state_code || pc != port.phys_state_code) changed_state = true;
     port.state_code = sc;
     port.state = sn;
@@ -139,7 +131,6 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
   const EfaHealthRule& rule = config_.efa;
   if (now - track.last_check >= absl::Milliseconds(rule.check_interval_ms)) {
     track.last_check = now;
-    const std::string base = paths_.Sys("class/infiniband/" + dev.name);
     for (const auto& counter : rule.error_counters) {
       // Device-level on current kernels; under the port on older ones (< ~5.14).
       // Remember where each counter was found instead of failing a read per poll.
@@ -148,8 +139,9 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
       if (!where.empty()) v = ReadU64(where);
       if (!v.ok()) {
         where.clear();
-        for (const char* dir : {"/hw_counters/", "/ports/1/hw_counters/"}) {
-          const std::string candidate = absl::StrCat(base, dir, counter.name);
+        for (const std::string& dir :
+             {layout_.DeviceHwCountersDir(dev.name), layout_.PortHwCountersDir(dev.name, 1)}) {
+          const std::string candidate = absl::StrCat(dir, "/", counter.name);
           v = ReadU64(candidate);
           if (v.ok()) {
             where = candidate;
@@ -178,6 +170,12 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
 std::map<std::string, DeviceHealth> HealthMonitor::Evaluate(absl::Time now) {
   std::map<std::string, DeviceHealth> out;
   for (RdmaDevice& dev : inventory_.devices) {
+    if (inventory_.in_pod_netns.count(dev.name)) {
+      // In a Pod's netns: the host cannot see its ports or counters. Held.
+      auto last = health_.find(dev.name);
+      out[dev.name] = last == health_.end() ? DeviceHealth{} : last->second;
+      continue;
+    }
     DeviceHealth h;
     // EFA ports are hard-wired ACTIVE by the driver: only counters tell.
     if (dev.kind == DeviceKind::kEfa) {
@@ -191,13 +189,17 @@ std::map<std::string, DeviceHealth> HealthMonitor::Evaluate(absl::Time now) {
 }
 
 bool HealthMonitor::Tick(absl::Time now) {
+  std::lock_guard<std::mutex> publishing(publish_mu_);
+  return EvaluateAndPublishLocked(now, /*force=*/false);
+}
+
+bool HealthMonitor::EvaluateAndPublishLocked(absl::Time now, bool force) {
   NodeInventory inventory;
   std::map<std::string, DeviceHealth> health;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool devices_changed = RefreshInventory();
     health = Evaluate(now);
-    if (!devices_changed && health == health_) return false;
+    if (!force && health == health_) return false;
     for (const auto& [name, h] : health) {
       auto old = health_.find(name);
       if (old != health_.end() && old->second == h) continue;

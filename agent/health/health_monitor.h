@@ -1,7 +1,9 @@
-// HealthMonitor: keeps the node's device set and per-device health current by
-// polling only the files that matter (directory listings for hot-plug, port
-// state for RDMA, configured error counters for EFA) and publishing a new view
-// when anything changes. Every change carries a reason.
+// HealthMonitor: keeps per-device health current by polling only the files
+// that matter (port state for RDMA, configured error counters for EFA) and
+// publishing a new view when a verdict changes. Every change carries a reason.
+// It watches the devices it is given (SetInventory, from agent/inventory); it
+// never lists devices. A device held in a Pod netns (NodeInventory::
+// in_pod_netns) is not visible from the host: its last verdict is held.
 #ifndef FABRIC_AGENT_HEALTH_HEALTH_MONITOR_H_
 #define FABRIC_AGENT_HEALTH_HEALTH_MONITOR_H_
 
@@ -16,6 +18,7 @@
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
+#include "agent/inventory/sysfs_layout.h"
 #include "agent/model/device.h"
 
 namespace fabric {
@@ -30,6 +33,8 @@ class HealthMonitor {
   // Takes the first inventory and evaluates health once, synchronously, so the
   // first advertisement already reflects a port that is down.
   std::map<std::string, DeviceHealth> Prime(const NodeInventory& inventory, absl::Time now);
+  // A new device list (from the inventory): evaluated and published at once.
+  void SetInventory(const NodeInventory& inventory, absl::Time now);
   // Polls every config.poll_interval_ms on its own thread.
   void Start();
   void Stop();
@@ -55,20 +60,25 @@ class HealthMonitor {
     std::string last_problem;
   };
 
-  bool RefreshInventory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, DeviceHealth> Evaluate(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evaluates, logs the changes and publishes; `force` publishes unchanged
+  // verdicts too (a new device list). Called with publish_mu_ held.
+  bool EvaluateAndPublishLocked(absl::Time now, bool force);
 
   const HostPaths paths_;
+  const SysfsLayout layout_;
   const Publish publish_;
+  // Held across evaluate+publish so two publishers (the poll thread and the
+  // inventory's SetInventory) cannot deliver views out of order.
+  std::mutex publish_mu_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   HealthConfig config_ ABSL_GUARDED_BY(mu_);
   NodeInventory inventory_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> listing_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DeviceHealth> health_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<int, PortTrack>> ports_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, EfaTrack> efa_ ABSL_GUARDED_BY(mu_);

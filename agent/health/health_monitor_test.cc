@@ -138,19 +138,82 @@ TEST_F(HealthMonitorTest, ConfigurableThreshold) {
   EXPECT_FALSE(H("rdmap79s0").healthy);
 }
 
-TEST_F(HealthMonitorTest, HotPlugIsPublished) {
+// Issue 11 item 5: a port-state file that cannot be read (or reads garbage)
+// says nothing about the port; the previous verdict stands.
+TEST_F(HealthMonitorTest, UnreadablePortStateKeepsThePreviousVerdict) {
+  fs_.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth2"});
+  StartMonitor();
+  fs_.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
+  Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(Tick());
+  ASSERT_FALSE(H("mlx5_0").healthy);
+  const std::string state =
+      fs_.IbDevicePath("mlx5_0").substr(fs_.root().size() + 1) + "/ports/1/state";
+
+  fs_.Remove(state);  // unreadable: ENOENT
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(3));  // past the hold-down
+    EXPECT_FALSE(Tick()) << i;
+    EXPECT_FALSE(monitor_->health()["mlx5_0"].healthy) << i;
+    EXPECT_EQ(monitor_->health()["mlx5_0"].reason, "port 1 DOWN/Disabled");
+  }
+  fs_.WriteFile(state, "garbage\n");  // unparsable
+  Advance(absl::Seconds(3));
+  EXPECT_FALSE(Tick());
+  EXPECT_FALSE(monitor_->health()["mlx5_0"].healthy);
+
+  // Readable again and up: Healthy only after the hold-down, as usual.
+  fs_.SetPortState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp");
+  Advance(absl::Milliseconds(200));
+  Tick();
+  EXPECT_FALSE(H("mlx5_0").healthy);
+  Advance(absl::Seconds(3));
+  ASSERT_TRUE(Tick());
+  EXPECT_TRUE(H("mlx5_0").healthy);
+
+  // And an unreadable file under a healthy port keeps it Healthy (nothing published).
+  fs_.Remove(state);
+  Advance(absl::Seconds(1));
+  EXPECT_FALSE(Tick());
+  EXPECT_TRUE(monitor_->health()["mlx5_0"].healthy);
+}
+
+// Health watches the devices the inventory gives it; it never lists sysfs.
+TEST_F(HealthMonitorTest, NewDeviceListIsEvaluatedAndPublishedAtOnce) {
   fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
   StartMonitor();
   fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});
   Advance(absl::Milliseconds(200));
-  ASSERT_TRUE(Tick());
+  EXPECT_FALSE(Tick()) << "the monitor must not rediscover by itself";
+  auto inv = DiscoverNode(fs_.paths());
+  ASSERT_OK(inv);
+  monitor_->SetInventory(*inv, t_);
   EXPECT_NE(last_inv_.Find("rdmap80s0"), nullptr);
   EXPECT_TRUE(H("rdmap80s0").healthy);
   fs_.RemoveDevice("rdmap79s0");
-  Advance(absl::Milliseconds(200));
-  ASSERT_TRUE(Tick());
+  inv = DiscoverNode(fs_.paths());
+  ASSERT_OK(inv);
+  monitor_->SetInventory(*inv, t_);
   EXPECT_EQ(last_inv_.Find("rdmap79s0"), nullptr);
   EXPECT_EQ(last_health_.count("rdmap79s0"), 0u);
+}
+
+// A device in a Pod's netns (exclusive mode) is not visible from the host: its
+// last verdict is held, whatever the host's sysfs no longer says.
+TEST_F(HealthMonitorTest, DeviceInAPodNetnsKeepsItsLastVerdict) {
+  fs_.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth2"});
+  fs_.AddMlx5("mlx5_1", "0000:3b:00.1", {.link_layer = "Ethernet", .netdev = "eth3"});
+  StartMonitor();
+  NodeInventory inv = last_inv_.devices.empty() ? *DiscoverNode(fs_.paths()) : last_inv_;
+  fs_.MoveOutOfHostNetns("mlx5_0");
+  inv.in_pod_netns["mlx5_0"] = "default/pod-a";
+  monitor_->SetInventory(inv, t_);
+  for (int i = 0; i < 5; ++i) {
+    Advance(absl::Seconds(1));
+    Tick();
+    EXPECT_TRUE(monitor_->health()["mlx5_0"].healthy);
+  }
+  EXPECT_TRUE(H("mlx5_0").healthy);
 }
 
 }  // namespace

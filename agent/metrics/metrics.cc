@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/file_util.h"
+#include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
 
@@ -99,9 +100,8 @@ struct Counter {
 
 // Every hw counter the device exposes (device-level and per port) and the
 // PMA counters/ of each port.
-void ReadCounters(const HostPaths& paths, const RdmaDevice& dev, std::vector<Counter>* hw,
+void ReadCounters(const SysfsLayout& layout, const RdmaDevice& dev, std::vector<Counter>* hw,
                   std::vector<Counter>* pma) {
-  const std::string base = paths.Sys("class/infiniband/" + dev.name);
   auto read_dir = [](const std::string& dir, const std::string& port, std::vector<Counter>* out) {
     auto names = ListDir(dir);
     if (!names.ok()) return;
@@ -111,11 +111,11 @@ void ReadCounters(const HostPaths& paths, const RdmaDevice& dev, std::vector<Cou
       if (v.ok()) out->push_back({port, n, *v});
     }
   };
-  read_dir(base + "/hw_counters", "0", hw);
+  read_dir(layout.DeviceHwCountersDir(dev.name), "0", hw);
   for (const PortInfo& p : dev.ports) {
     const std::string port = absl::StrCat(p.number);
-    read_dir(absl::StrCat(base, "/ports/", port, "/hw_counters"), port, hw);
-    read_dir(absl::StrCat(base, "/ports/", port, "/counters"), port, pma);
+    read_dir(layout.PortHwCountersDir(dev.name, p.number), port, hw);
+    read_dir(layout.PortPmaCountersDir(dev.name, p.number), port, pma);
   }
 }
 
@@ -132,6 +132,7 @@ bool IsPmaData(const std::string& name, std::string* direction) {
 }  // namespace
 
 std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
+  const SysfsLayout layout(paths);
   Writer w;
   w.Family("fabric_build_info", "gauge", "Agent build information.");
   w.Sample("fabric_build_info", {{"version", in.version}}, 1);
@@ -172,7 +173,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
       w.Sample("fabric_port_active", {{"device", d.name}, {"port", port}}, p.active() ? 1 : 0);
     }
     auto& [hw, pma] = counters[d.name];
-    ReadCounters(paths, d, &hw, &pma);
+    ReadCounters(layout, d, &hw, &pma);
     for (const Counter& c : hw) {
       w.Sample("fabric_hw_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                c.value);

@@ -4,6 +4,7 @@
 #define FABRIC_AGENT_MODEL_DEVICE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ struct NodeInventory {
   std::vector<RdmaDevice> devices;    // sorted by name (natural order)
   std::optional<CharDevice> rdma_cm;  // misc rdma_cm node, when loaded
   std::vector<std::string> warnings;  // one line per skipped device/file
+  // Devices listed although the host sysfs no longer shows them: the CNI part
+  // moved them into a Pod's netns (exclusive mode). Device -> "namespace/pod".
+  std::map<std::string, std::string> in_pod_netns;
 
   const RdmaDevice* Find(const std::string& name) const;
 };

@@ -13,11 +13,13 @@
 #include <thread>
 
 #include "agent/base/file_util.h"
+#include "agent/cni_service/attachment_store.h"
 #include "agent/daemon/agent.h"
 #include "agent/podresources/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
+#include "test/testing/netns_fake_sysfs.h"
 #include "test/testing/status_matchers.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
@@ -286,6 +288,80 @@ TEST(AgentIntegrationTest, RemovedDeviceStaysListedUnhealthyAndNewOneIsAdvertise
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("device removed"));
   agent.Stop();
+}
+
+// Issue 11 item 1: in exclusive RDMA netns mode the CNI part moves mlx5_0
+// into a Pod's netns and the host sysfs no longer shows it. It stays listed
+// (the Pod holds it) with its health held, while running and after a restart.
+TEST(AgentIntegrationTest, DeviceMovedIntoAPodNetnsStaysListedAcrossRestarts) {
+  TempDir dir;
+  testing::FakeSysfs fs;
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "ens1f0np0"});
+  fs.AddMlx5("mlx5_1", "0000:3b:00.1", {.link_layer = "Ethernet", .netdev = "ens1f1np1"});
+  testing::NetnsFakeSysfs netlink(&fs, {"mlx5_0", "mlx5_1"});
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  AgentOptions o;
+  o.paths = fs.paths();
+  o.paths.kubelet_root = dir.path();
+  o.registration = RegistrationMode::kKubelet;
+  o.agent_socket = dir.path() + "/agent.sock";
+  auto health = [&] {
+    std::map<std::string, std::string> out;
+    for (const auto& d : kubelet.Devices(kRdma)) out[d.id] = d.health;
+    return out;
+  };
+  using Health = std::map<std::string, std::string>;
+  const Health both_healthy = {{"mlx5_0", "Healthy"}, {"mlx5_1", "Healthy"}};
+  const std::string netns = dir.path() + "/netns-pod-a";  // a live Pod netns
+  std::ofstream(netns).put('\n');
+  {
+    Agent agent(o);
+    ASSERT_OK(agent.Start());
+    ASSERT_TRUE(kubelet.WaitFor([&] { return health() == both_healthy; }, absl::Seconds(20)));
+    // What CNI ADD does in exclusive mode: the durable record, then the move.
+    cni_service::AttachmentStore store(o.paths.state_dir + "/cni");
+    cni_service::AttachmentRecord rec;
+    rec.key = {"fabric", "c0ffee", "eth0"};
+    rec.netns = netns;
+    rec.pod_namespace = "default";
+    rec.pod_name = "pod-a";
+    rec.netns_mode = "exclusive";
+    rec.devices.push_back(
+        {"main", kRdma, "mlx5_0", "mlx5_0", cni_service::DeviceAction::kMoved, "moved"});
+    ASSERT_OK(store.Save(rec));
+    ASSERT_OK(netlink.MoveDevice("mlx5_0", "", netns));
+    ASSERT_FALSE(IsDirectory(fs.IbDevicePath("mlx5_0")));
+    // Many polls later: still listed, still Healthy, never "device removed".
+    absl::SleepFor(absl::Seconds(1));
+    EXPECT_EQ(health(), both_healthy);
+    NodeView node = agent.node();
+    EXPECT_NE(node.inventory.Find("mlx5_0"), nullptr);
+    EXPECT_TRUE(node.health["mlx5_0"].healthy) << node.health["mlx5_0"].reason;
+    EXPECT_EQ(agent.MetricsText().find("device removed"), std::string::npos);
+    agent.Stop();
+  }
+  {
+    // The agent restarts while the Pod runs: mlx5_0 is still in its netns.
+    const int before = kubelet.ListAndWatchMessages(kRdma);
+    Agent agent(o);
+    ASSERT_OK(agent.Start());
+    ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.ListAndWatchMessages(kRdma) > before; },
+                                absl::Seconds(20)));
+    EXPECT_EQ(health(), both_healthy);
+    const RdmaDevice* held = agent.node().inventory.Find("mlx5_0");
+    ASSERT_NE(held, nullptr);
+    EXPECT_EQ(held->LinkLayer(), "Ethernet");
+
+    // DEL: moved back, record removed; still listed, now watched again.
+    ASSERT_OK(netlink.MoveDevice("mlx5_0", netns, ""));
+    ASSERT_OK(cni_service::AttachmentStore(o.paths.state_dir + "/cni")
+                  .Remove({"fabric", "c0ffee", "eth0"}));
+    fs.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
+    ASSERT_TRUE(
+        kubelet.WaitFor([&] { return health()["mlx5_0"] == "Unhealthy"; }, absl::Seconds(10)));
+    agent.Stop();
+  }
 }
 
 // The real binary: SIGTERM stops it cleanly and removes its sockets.

@@ -606,6 +606,28 @@ void FakeSysfs::SetPmaCounter(const std::string& ibdev, int port, const std::str
             fmt::format("{}\n", value));
 }
 
+void FakeSysfs::MoveOutOfHostNetns(const std::string& ibdev) {
+  const Device& d = Find(ibdev);
+  const fs::path away = fs::path(root_) / "netns-away" / ibdev;
+  MakeDirs(away);
+  std::error_code ec;
+  fs::rename(fs::path(root_) / "sys/class/infiniband" / ibdev, away / "class_link", ec);
+  if (ec) Die(fmt::format("hide class link of {}: {}", ibdev, ec.message()));
+  fs::rename(fs::path(root_) / d.ib_dir, away / "ib_dir", ec);
+  if (ec) Die(fmt::format("hide {}: {}", d.ib_dir, ec.message()));
+}
+
+void FakeSysfs::ReturnToHostNetns(const std::string& ibdev) {
+  const Device& d = Find(ibdev);
+  const fs::path away = fs::path(root_) / "netns-away" / ibdev;
+  std::error_code ec;
+  fs::rename(away / "ib_dir", fs::path(root_) / d.ib_dir, ec);
+  if (ec) Die(fmt::format("restore {}: {}", d.ib_dir, ec.message()));
+  fs::rename(away / "class_link", fs::path(root_) / "sys/class/infiniband" / ibdev, ec);
+  if (ec) Die(fmt::format("restore class link of {}: {}", ibdev, ec.message()));
+  fs::remove(away, ec);
+}
+
 void FakeSysfs::RemoveDevice(const std::string& ibdev) {
   const Device d = Find(ibdev);
   const std::string parent = d.pci_dir.empty() ? std::string("sys/devices/virtual") : d.pci_dir;

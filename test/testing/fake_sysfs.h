@@ -93,6 +93,13 @@ class FakeSysfs {
   // dir, its uverbs/umad entries and their device nodes disappear; the PCI
   // function dir itself stays.
   void RemoveDevice(const std::string& ibdev);
+  // What the host sees when an exclusive-mode RDMA netns move takes `ibdev`
+  // into another network namespace: class/infiniband is netns-tagged, so the
+  // class entry and the IB device dir vanish from this (host) view, while
+  // class/infiniband_verbs (not tagged), the PCI function and the /dev nodes
+  // stay. ReturnToHostNetns undoes it (DEL, or the Pod netns being destroyed).
+  void MoveOutOfHostNetns(const std::string& ibdev);
+  void ReturnToHostNetns(const std::string& ibdev);
 
   // Raw escape hatches, paths relative to root (e.g. "sys/class/...").
   void WriteFile(const std::string& rel_to_root, const std::string& content);

@@ -13,6 +13,7 @@
 
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/inventory/sysfs_layout.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {
@@ -27,20 +28,6 @@ std::optional<NodeKind> KindOf(const std::string& name) {
   return std::nullopt;
 }
 
-// The sysfs class directory describing a node (for its ibdev and `dev`).
-std::string SysfsDirFor(const std::string& sysfs_root, NodeKind kind, const std::string& name) {
-  switch (kind) {
-    case NodeKind::kUverbs:
-      return sysfs_root + "/class/infiniband_verbs/" + name;
-    case NodeKind::kUmad:
-    case NodeKind::kIssm:
-      return sysfs_root + "/class/infiniband_mad/" + name;
-    case NodeKind::kRdmaCm:
-      return sysfs_root + "/class/misc/rdma_cm";
-  }
-  return "";
-}
-
 std::optional<uint64_t> Limit(rlim_t v) {
   if (v == RLIM_INFINITY) return std::nullopt;
   return static_cast<uint64_t>(v);
@@ -51,6 +38,7 @@ std::optional<uint64_t> Limit(rlim_t v) {
 std::vector<DeviceNodeFacts> CollectDeviceNodes(const std::string& dev_root,
                                                 const std::string& sysfs_root) {
   std::vector<DeviceNodeFacts> nodes;
+  const SysfsLayout layout(sysfs_root);
   auto names = ListDir(dev_root + "/infiniband");
   if (!names.ok()) return nodes;
   std::vector<std::string> sorted = *names;
@@ -79,7 +67,8 @@ std::vector<DeviceNodeFacts> CollectDeviceNodes(const std::string& dev_root,
         ::close(fd);
       }
     }
-    std::string sys = SysfsDirFor(sysfs_root, n.kind, name);
+    // The sysfs class entry describing the node (for its ibdev and `dev`).
+    std::string sys = layout.ClassDirForDevNode(name);
     if (auto ibdev = ReadTrimmed(sys + "/ibdev"); ibdev.ok()) n.ibdev = *ibdev;
     if (auto dev = ReadDevNumbers(sys + "/dev"); dev.ok()) n.sysfs_dev = *dev;
     nodes.push_back(std::move(n));
