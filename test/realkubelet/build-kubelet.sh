@@ -6,7 +6,7 @@
 # - The source is fetched with a private apt configuration (its own deb-src list, lists and cache
 #   folders); the system's apt sources are not touched.
 # - The vendored github.com/modern-go/reflect2 1.0.1 crashes at run time on Go >= 1.18; it is replaced
-#   with Debian's golang-github-modern-go-reflect2-dev 1.0.2.
+#   with Debian's golang-github-modern-go-reflect2-dev 1.0.2 (installed, or fetched with apt-get download).
 # - GOPATH mode (GO111MODULE=off, as v1.20's hack/ scripts do), CGO_ENABLED=0, Go 1.19, -p 1.
 #   About 5 minutes on one core, about 1.3 GB peak memory.
 # Exit codes: 0 built or cached; 2 a part cannot be had (no go / no apt source); 1 build failed.
@@ -60,8 +60,9 @@ if [[ -z $ORIG ]]; then
   ORIG=$(ls "$W"/dl/kubernetes_*.orig.tar.* | head -1)
 fi
 
+R2SYS=/usr/share/gocode/src/github.com/modern-go/reflect2
 R2DEB=$(ls "$W"/dl/golang-github-modern-go-reflect2-dev_*.deb 2>/dev/null | head -1 || true)
-if [[ -z $R2DEB ]]; then
+if [[ ! -d $R2SYS && -z $R2DEB ]]; then
   (cd "$W/dl" && apt-get -qq download golang-github-modern-go-reflect2-dev >&2) ||
     { echo "build-kubelet: apt-get download golang-github-modern-go-reflect2-dev failed" >&2; exit 2; }
   R2DEB=$(ls "$W"/dl/golang-github-modern-go-reflect2-dev_*.deb | head -1)
@@ -73,9 +74,12 @@ if [[ ! -f $SRC/.unpacked ]]; then
   rm -rf "$SRC" && mkdir -p "$SRC"
   echo "build-kubelet: unpacking $(basename "$ORIG")" >&2
   tar -xf "$ORIG" -C "$SRC" --strip-components=1
-  rm -rf "$W/r2" && mkdir -p "$W/r2" && dpkg -x "$R2DEB" "$W/r2"
+  if [[ ! -d $R2SYS ]]; then
+    rm -rf "$W/r2" && mkdir -p "$W/r2" && dpkg -x "$R2DEB" "$W/r2"
+    R2SYS=$W/r2$R2SYS
+  fi
   rm -rf "$SRC/vendor/github.com/modern-go/reflect2"
-  cp -a "$W/r2/usr/share/gocode/src/github.com/modern-go/reflect2" "$SRC/vendor/github.com/modern-go/"
+  cp -a "$R2SYS" "$SRC/vendor/github.com/modern-go/reflect2"
   rm -f "$SRC/vendor/github.com/modern-go/reflect2/go.mod" "$SRC/vendor/github.com/modern-go/reflect2/go.sum"
   touch "$SRC/.unpacked"
 fi

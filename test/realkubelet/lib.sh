@@ -44,6 +44,7 @@ rk_log() { echo "[rk $(date +%H:%M:%S)] $*" >&2; }
 rk_init() {
   RK_WORK=$(realpath -m "$1")
   RK_NODE=${2:-rk-node}
+  RK_NODE_IP=${RK_NODE_IP:-10.98.0.1}
   RK_KUBELET_DIR=$RK_WORK/kubelet
   RK_MANIFESTS=$RK_WORK/manifests
   RK_LOGDIR=$RK_WORK/log
@@ -134,6 +135,12 @@ start_ns() {
   [[ -n ${RK_DEV_IB:-} && ! -e /dev/infiniband ]] && mkdir -p /dev/infiniband
   in_ns sh -ec "
     ip link set lo up
+    # The node's own address (the kubelet wants a default route to find one; no dummy module here).
+    ip link add rk-node0 type veth peer name rk-node1
+    ip addr add $RK_NODE_IP/24 dev rk-node0
+    ip link set rk-node0 up
+    ip link set rk-node1 up
+    ip route add default dev rk-node0
     mount -t tmpfs -o mode=755 rk-varlib /var/lib
     mkdir -p /var/lib/kubelet && mount --bind '$RK_KUBELET_DIR' /var/lib/kubelet
     mount --bind '$RK_LOGDIR' /var/log
@@ -203,7 +210,8 @@ start_containerd() {
   return 1
 }
 
-ctr_k8s() { ctr --address "$RK_SOCK" -n k8s.io "$@"; }
+# Inside the namespace: ctr creates its exec FIFOs under its own /run, which the shim must see.
+ctr_k8s() { in_ns ctr --address "$RK_SOCK" -n k8s.io "$@"; }
 
 rk_remove_all_containers() {  # kill and remove every task and container (leftovers make Pods fail)
   local c
@@ -261,8 +269,8 @@ start_kubelet() {
     --config="$RK_WORK/kubelet-config.yaml" \
     --container-runtime=remote \
     --container-runtime-endpoint="unix://$RK_SOCK" --image-service-endpoint="unix://$RK_SOCK" \
-    --root-dir=/var/lib/kubelet --hostname-override="$RK_NODE" \
-    --oom-score-adj=0 --v="${RK_KUBELET_V:-2}" --logtostderr=true
+    --root-dir=/var/lib/kubelet --hostname-override="$RK_NODE" --node-ip="$RK_NODE_IP" \
+    --oom-score-adj=0 --v="${RK_KUBELET_V:-4}" --logtostderr=true
   local i
   for ((i = 0; i < 600; i++)); do
     if [[ -S $RK_KUBELET_DIR/device-plugins/kubelet.sock ]] &&
@@ -418,8 +426,7 @@ wait_pod() {  # NAME PHASE [TIMEOUT]
   for ((i = 0; i < ${3:-60} * 5; i++)); do
     p=$(pod_phase "$1")
     [[ $p == "$2" ]] && return 0
-    if [[ $2 == Running && $p == Running ]]; then return 0; fi
-    [[ $2 == Running && ( $p == Failed || $p == Succeeded ) ]] && break
+    [[ $2 == Running && ( $p == Failed || $p == Succeeded ) ]] && break  # will not run any more
     sleep 0.2
   done
   rk_log "pod $1: phase '${p:-none}', wanted $2: $(pod_json "$1" | jq -c '.status | {phase, reason, message}' 2>/dev/null)"

@@ -112,12 +112,14 @@ stop_agent() { ns_stop agent; }
 metrics() { in_ns curl -sf -m 5 http://127.0.0.1:9435/metrics; }
 agent_node() { in_ns curl -sf -m 5 http://127.0.0.1:9435/v1/node; }
 checkpoint() { cat "$RK_KUBELET_DIR/device-plugins/kubelet_internal_checkpoint" 2>/dev/null; }
-# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one).
+# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one). DeviceIDs is a list
+# in v1.20 and a NUMA-node -> list map from v1.21 on.
 pod_device_ids() {  # NAME [RESOURCE]
   local uid
   uid=$(pod_uid "$1")
   checkpoint | jq -r --arg u "$uid" --arg r "${2:-}" \
-    '.Data.PodDeviceEntries[]? | select(.PodUID == $u) | select($r == "" or .ResourceName == $r) | .DeviceIDs[]' |
+    '.Data.PodDeviceEntries[]? | select(.PodUID == $u) | select($r == "" or .ResourceName == $r) |
+     .DeviceIDs | if type == "object" then [.[][]] else . end | .[]' |
     sort
 }
 # The fake node: RDMA device name -> uverbsN; uverbsN -> "maj:min".
@@ -191,6 +193,13 @@ start_cluster >>"$setup_log" 2>&1 || { tail -30 "$setup_log"; fail_setup "cluste
 import_image "$WORK/images/pause.tar" && import_image "$WORK/images/busybox.tar" ||
   fail_setup "image import failed"
 start_agent
+# Cases start once the kubelet knows all four resources: a static Pod admitted before its resource's
+# first registration runs WITHOUT devices (the kubelet skips resources its device manager does not know).
+for ((i = 0; i < 300; i++)); do
+  [[ $(grep -c 'Got registration request' "$(kubelet_log)") -ge 4 ]] && break
+  sleep 0.1
+done
+[[ $(grep -c 'Got registration request' "$(kubelet_log)") -ge 4 ]] || fail_setup "the agent did not register (see $(agent_log))"
 t_up=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 
 # ---- cases ------------------------------------------------------------------------------------------

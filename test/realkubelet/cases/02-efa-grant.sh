@@ -35,7 +35,7 @@ expect "the device cgroup allows exactly the two granted nodes" test "$cg" == "$
 json=$(check_in c2-efa)
 echo "fabricctl check: $(jq -c '{verdict, devices: [.devices[] | {name, open, error}]}' <<<"$json")"
 for u in $want_nodes; do
-  e=$(jq -r --arg n "$u" '.devices[] | select(.name == $n) | .error // "none"' <<<"$json")
+  e=$(jq -r --arg n "$u" '.devices[] | select(.name | split("/") | last == $n) | .error // "none"' <<<"$json")
   expect "opening $u is not EPERM ($e)" test -n "$e" -a "${e#EPERM}" == "$e" -a "${e#EACCES}" == "$e" || ok=1
 done
 echo "RESULT: granted $(echo $ids) = $(echo $want_nodes), cgroup allows exactly them, open: $(jq -r '[.devices[] | .error // "ok"] | unique | join(",")' <<<"$json")"

@@ -11,7 +11,8 @@ devs=$(sed 's/\.t[0-9]*$//' <<<"$ids" | sort -u)
 echo "kubelet checkpoint: c4-shared holds $(echo $ids) (devices $(echo $devs))"
 expect "two tokens" test "$(wc -w <<<"$ids")" == 2 || ok=1
 expect "on two distinct devices" test "$(wc -w <<<"$devs")" == 2 || ok=1
-gpa=$(grep -c 'GetPreferredAllocation' "$(agent_log)" || true)
+gpa=$(grep -c "Issuing a GetPreferredAllocation call for container, c, of pod $(pod_uid c4-shared)" "$(kubelet_log)")
+expect "the kubelet called GetPreferredAllocation for it (its --v=4 log)" test "$gpa" -ge 1 || ok=1
 seen=$(pod_exec c4-shared c ls /dev/infiniband | paste -sd' ')
 env_hca=$(pod_exec c4-shared c sh -c 'echo $NCCL_IB_HCA')
 echo "container: /dev/infiniband = $seen; NCCL_IB_HCA=$env_hca"
@@ -25,7 +26,17 @@ delete_static_pod c4-shared >/dev/null
 # ---- collisions: two Pods admitted back to back --------------------------------------------------------
 # Both manifests land in the static Pod folder in one rename each, within the kubelet's file check
 # period, so the kubelet admits them in one pass, in file-name order, one Allocate right after the other.
+ckpt_count() { checkpoint | jq -r --arg r "$1" '.Data.RegisteredDevices[$r] // [] | length'; }
+n_rdma=$(rdma_devices | wc -l)
 collide() {  # FIRST_NAME FIRST_RES SECOND_NAME SECOND_RES
+  # Start each round from a clean node: every rdma unit healthy again in the kubelet's view (the agent
+  # withdraws units of a device held through the other pool, and gives them back on release).
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ $(ckpt_count $RDMA) == "$n_rdma" && $(ckpt_count $SHARED) == $((n_rdma * 64)) ]] && break
+    sleep 0.1
+  done
+  echo "  start: kubelet sees rdma=$(ckpt_count $RDMA) rdma.shared=$(ckpt_count $SHARED) healthy"
   mkpod "$1" "$2" >"$RK_MANIFESTS/.$1.tmp"
   mkpod "$3" "$4" >"$RK_MANIFESTS/.$3.tmp"
   mv "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/$1.yaml"
@@ -42,7 +53,7 @@ collide() {  # FIRST_NAME FIRST_RES SECOND_NAME SECOND_RES
   shared_devs=$(for n in "$1" "$3"; do pod_device_ids "$n" $SHARED; done | sed 's/\.t[0-9]*$//' | sort -u)
   overlap=$(comm -12 <(echo "$excl") <(echo "$shared_devs") | grep . || true)
   for n in "$1" "$3"; do
-    echo "  $n: phase $(pod_phase "$n") $(pod_json "$n" | jq -r '.status.reason // empty') holds: $(pod_device_ids "$n" | paste -sd' ')"
+    echo "  $n: phase $(pod_phase "$n") $(pod_json "$n" | jq -r '(.status.reason // "") + " " + (.status.message // "")') holds: $(pod_device_ids "$n" | paste -sd' ')"
   done
   echo "  exclusive: $(echo $excl); shared-token devices: $(echo $shared_devs)"
   expect "$1 then $3: no device held both exclusively and through a shared token${overlap:+ (both: $(echo $overlap))}" \

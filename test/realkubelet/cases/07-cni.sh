@@ -23,8 +23,12 @@ records() { cat "$RK_WORK"/agent-state/cni/*.json 2>/dev/null; }
 
 mkpod c7-plain "" false | run_static_pod c7-plain
 mkpod c7-fabric "vpc.amazonaws.com/efa=1" false | run_static_pod c7-fabric
-wait_container_running c7-plain c 60 && wait_container_running c7-fabric c 60 ||
-  { echo "NOT OK: Pods not running"; tail -5 "$RK_WORK/containerd.log"; exit 1; }
+wait_container_running c7-plain c 60 || { echo "NOT OK: the Pod without fabric is not running"; exit 1; }
+if ! wait_container_running c7-fabric c 40; then
+  why=$(grep -o 'failed to setup network for sandbox[^"]*"[^"]*"[^"]*' "$RK_WORK/containerd.log" | tail -1)
+  echo "NOT OK: the Pod with fabric is not running: ${why:-see containerd.log}"
+  exit 1
+fi
 for p in c7-plain c7-fabric; do
   ip=$(pod_json $p | jq -r '.status.podIP // empty')
   addr=$(pod_exec $p c ip -4 -o addr show eth0 2>/dev/null || pod_exec $p c cat /proc/net/fib_trie | grep -m1 10.99)
