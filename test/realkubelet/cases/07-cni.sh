@@ -16,7 +16,7 @@ calls() {  # COMMAND [CONTAINER_ID]: the call folders fabric-cni saw, oldest fir
 sandbox_of() {  # POD: the sandbox id from the CNI call whose CNI_ARGS name the Pod
   local d
   for d in $(calls ADD); do
-    grep -q "K8S_POD_NAME=$1-$RK_NODE;" "$d/env" && { grep '^CNI_CONTAINERID=' "$d/env" | cut -d= -f2; return; }
+    grep -Eq "K8S_POD_NAME=$1-$RK_NODE(;|$)" "$d/env" && { grep '^CNI_CONTAINERID=' "$d/env" | cut -d= -f2; return; }
   done
 }
 records() { cat "$RK_WORK"/agent-state/cni/*.json 2>/dev/null; }
@@ -72,5 +72,9 @@ x=$(echo "$dels" | tail -1)
 (set -a; source <(sed 's/^\([A-Z_]*\)=\(.*\)$/\1='"'"'\2'"'"'/' "$x/env")
  in_ns "$RK_WORK/fabric-cni.real" <"$x/stdin" >"$RK_WORK/del2.out" 2>&1); rc=$?
 expect "a repeated DEL exits 0" test $rc == 0 || ok=1
+echo "every fabric-cni call containerd made (command, Pod, sandbox, exit code):"
+for d in $(ls -1 "$CNI_CALLS" | sort); do
+  echo "  $(cat "$CNI_CALLS/$d/command") $(grep -o 'K8S_POD_NAME=[^;]*' "$CNI_CALLS/$d/env" | cut -d= -f2) $(grep '^CNI_CONTAINERID=' "$CNI_CALLS/$d/env" | cut -c17-28) rc=$(cat "$CNI_CALLS/$d/rc")"
+done
 echo "RESULT: ADD passthrough + attribution, DEL x$(wc -w <<<"$dels") + repeat ok, CHECK (replayed) ok; containerd sent: $(for c in ADD DEL CHECK STATUS GC; do echo -n "$c=$(calls $c | wc -l) "; done)"
 exit $ok
