@@ -5,9 +5,13 @@
 #   2. unit + integration tests (ctest),
 #   3. the same under ASan/UBSan, and the threaded parts under TSan,
 #   4. deploy manifest checks,
-#   5. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
+#   5. the real kubelet (v1.20.2, built once and cached) with containerd and runc
+#      running static Pods against the agent (skips with a reason where a part
+#      cannot be had),
+#   6. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
 #      where the VM cannot boot).
-# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_E2E=0 skips 5, JOBS=n.
+# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0
+# skips 6, JOBS=n.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,6 +25,9 @@ record() { if [ "$1" -ne 0 ]; then failures+=("$2"); echo "test.sh: FAILED: $2";
 tools/install-deps.sh test || { echo "test.sh: dependency install failed"; exit 1; }
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/setup.sh ]; then
   test/e2e/setup.sh || echo "test.sh: e2e dependencies unavailable; the e2e suite will skip"
+fi
+if [ "${FABRIC_REALKUBELET:-1}" != 0 ] && [ -x test/realkubelet/setup.sh ]; then
+  test/realkubelet/setup.sh || echo "test.sh: real-kubelet dependencies unavailable; that step will skip"
 fi
 
 step "style: clang-format"
@@ -87,6 +94,12 @@ if [ -x deploy/test/check-manifests.sh ]; then
   step "deploy manifests"
   FABRIC_BINARY_DIR="$OUT/main" deploy/test/check-manifests.sh
   record $? "deploy manifests"
+fi
+
+if [ "${FABRIC_REALKUBELET:-1}" != 0 ] && [ -x test/realkubelet/run.sh ]; then
+  step "real kubelet: kubelet v1.20.2 + containerd + runc, static Pods"
+  test/realkubelet/run.sh "$OUT/main" "$OUT/realkubelet"
+  record $? "real kubelet"
 fi
 
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then

@@ -54,14 +54,20 @@ absl::Status MkdirAll(const std::string& path, mode_t mode) {
 }
 
 // CleanupPluginDirectory: removes unix sockets only; directories, the
-// checkpoint and any other regular file stay.
-absl::Status CleanupPluginDirectory(const std::string& dir) {
+// checkpoint and any other regular file stay. v1.20 (removeContents) removes
+// every entry that os.Stat does not call a directory, except the checkpoint.
+absl::Status CleanupPluginDirectory(const std::string& dir, KubeletVersion version) {
   auto names = ListDir(dir);
   if (!names.ok()) return names.status();
   for (const auto& name : *names) {
     if (name == kCheckpointName) continue;
     const std::string path = dir + "/" + name;
-    if (!IsSocket(path)) continue;
+    if (version == KubeletVersion::kV1_20) {
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+    } else if (!IsSocket(path)) {
+      continue;
+    }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, "unlink", path);
   }
   return absl::OkStatus();
@@ -146,7 +152,7 @@ absl::Status KubeletSim::Start() {
   std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   if (server_) return absl::FailedPreconditionError("kubelet-sim already serving");
   FABRIC_RETURN_IF_ERROR(MkdirAll(device_plugin_dir_, 0750));
-  FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_));
+  FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_, options_.version));
   return StartServing();
 }
 
@@ -243,10 +249,20 @@ void KubeletSim::DropAllEndpoints() {
   NotifyLocked();
 }
 
+void KubeletSim::JoinConnectThreads() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    threads.swap(connect_threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
 void KubeletSim::Stop() {
   std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
   StopWatcherThread();
   StopServing();
+  JoinConnectThreads();
   DropAllEndpoints();
 }
 
@@ -255,6 +271,7 @@ absl::Status KubeletSim::Restart() {
   LogInfo(Component::kSim, "simulating a kubelet restart");
   StopWatcherThread();
   StopServing();
+  JoinConnectThreads();
   DropAllEndpoints();
   {
     // The new process restores allocations and resource names from the
@@ -274,7 +291,7 @@ absl::Status KubeletSim::Restart() {
     NotifyLocked();
   }
   FABRIC_RETURN_IF_ERROR(MkdirAll(device_plugin_dir_, 0750));
-  FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_));
+  FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_, options_.version));
   FABRIC_RETURN_IF_ERROR(StartServing());
   if (watcher_enabled_) {
     std::ofstream(device_plugin_dir_ + "/DEPRECATION", std::ios::trunc);
@@ -314,6 +331,30 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
                     GoQuote(request.version()), GoQuoteList(SupportedVersions()));
   } else if (!IsExtendedResourceName(request.resource_name())) {
     error = fmt::format("the ResourceName {} is invalid", GoQuote(request.resource_name()));
+  } else if (options_.version == KubeletVersion::kV1_20) {
+    // v1.20 manager.go Register: `go m.addEndpoint(r)`, then success. The dial
+    // (10 s, blocking) and the endpoint's options (from the request) follow on
+    // their own; a failure is only logged by the kubelet.
+    event.socket_path = GoJoinPath(device_plugin_dir_ + "/", request.endpoint());
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return "kubelet-sim is shutting down";
+    connect_threads_.emplace_back([this, event, options = request.options()]() mutable {
+      std::string err = ConnectClient(
+          event.resource, event.socket_path,
+          [this] {
+            std::lock_guard<std::mutex> l(mu_);
+            return stopping_;
+          },
+          &event, &options);
+      if (err.empty()) return;
+      event.done = absl::Now();
+      event.ok = false;
+      event.error = err;
+      LogWarn(Component::kSim, "v1.20: registered {} but its endpoint failed: {}", event.resource,
+              err);
+      RecordEvent(std::move(event));
+    });
+    return "";
   } else {
     // filepath.Join(DevicePluginPath, endpoint): even an absolute endpoint
     // lands inside the device-plugins directory.
@@ -337,7 +378,8 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
 
 std::string KubeletSim::ConnectClient(const std::string& resource, const std::string& socket_path,
                                       const std::function<bool()>& aborted,
-                                      RegistrationEvent* event) {
+                                      RegistrationEvent* event,
+                                      const v1beta1::DevicePluginOptions* given_options) {
   auto channel = NewChannel(socket_path, /*localhost_authority=*/true);
   if (!DialBlocking(channel, options_.dial_timeout, aborted)) {
     // grpc.DialContext returns ctx.Err() when the blocking dial times out.
@@ -345,10 +387,12 @@ std::string KubeletSim::ConnectClient(const std::string& resource, const std::st
   }
   auto stub = v1beta1::DevicePlugin::NewStub(channel);
 
-  // manager.go PluginConnected: options first, no deadline.
+  // manager.go PluginConnected: options first, no deadline (v1.20: from the request).
   v1beta1::DevicePluginOptions plugin_options;
   grpc::Status status;
-  {
+  if (given_options != nullptr) {
+    plugin_options = *given_options;
+  } else {
     grpc::ClientContext ctx;
     TrackCall(&ctx);
     status = stub->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &plugin_options);
@@ -934,12 +978,24 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
       }
     }
     auto it = resources_.find(resource);
-    if (it == resources_.end() || ExpiredLocked(it->second)) {
+    const bool known = it != resources_.end() && !ExpiredLocked(it->second);
+    if (!known) {
+      auto held = allocated_devices_.find(resource);
+      if (held == allocated_devices_.end() || held->second.empty()) {
+        // allocateContainerResources: !isDevicePluginResource -> skipped; the
+        // container starts without devices.
+        LogWarn(Component::kSim,
+                "{} is not a device-plugin resource the kubelet knows: pod {} container {} is "
+                "admitted WITHOUT devices",
+                resource, pod, container);
+        if (chosen_ids) chosen_ids->clear();
+        return v1beta1::ContainerAllocateResponse();
+      }
       return absl::FailedPreconditionError(
           fmt::format("cannot allocate unregistered device {}", resource));
     }
     const ResourceState& state = it->second;
-    if (state.healthy.empty()) {
+    if (state.healthy.empty() && options_.version != KubeletVersion::kV1_20) {
       return absl::FailedPreconditionError(fmt::format(
           "no healthy devices present; cannot allocate unhealthy devices {}", resource));
     }
@@ -1100,6 +1156,8 @@ void KubeletSim::WriteCheckpointLocked() {
   for (const auto& [key, record] : allocations_) {
     nlohmann::json per_numa = nlohmann::json::object();
     for (const auto& [node, ids] : record.devices_per_numa) per_numa[std::to_string(node)] = ids;
+    // v1.20's PodDevicesEntry.DeviceIDs is []string; the per-NUMA map came in 1.21.
+    if (options_.version == KubeletVersion::kV1_20) per_numa = record.device_ids;
     std::string raw;
     record.response.SerializeToString(&raw);
     entries.push_back({{"PodUID", record.pod},

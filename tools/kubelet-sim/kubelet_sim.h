@@ -79,7 +79,22 @@ struct AllocationRecord {
   v1beta1::ContainerAllocateResponse response;
 };
 
+// Which kubelet the simulator behaves like. kCurrent is the kubelet 1.37 line; kV1_20 is what the
+// real kubelet v1.20.2 (test/realkubelet, built from Debian 12's source) does where it differs:
+//  - Register answers right after validating version and name; the plugin is dialed afterwards on
+//    its own goroutine (manager.go `go m.addEndpoint(r)`), so a dial failure never reaches the
+//    plugin, which has already been told "registered".
+//  - The endpoint's options come from RegisterRequest.options; GetDevicePluginOptions is never
+//    called on the Register path (only the plugin-watcher path calls it).
+//  - Start deletes every non-directory entry of device-plugins except the checkpoint (regular files
+//    and DEPRECATION too), not only sockets.
+//  - The checkpoint's DeviceIDs is a flat list, not a NUMA-node -> list map (that came in 1.21).
+//  - No "no healthy devices present" admission error: an all-unhealthy resource fails with
+//    "requested number of devices unavailable ... Available: 0".
+enum class KubeletVersion { kCurrent, kV1_20 };
+
 struct KubeletSimOptions {
+  KubeletVersion version = KubeletVersion::kCurrent;
   // Kubelet dial of a plugin endpoint (Register and watcher RegisterPlugin).
   absl::Duration dial_timeout = absl::Seconds(10);
   // Plugin watcher: dial / GetInfo / NotifyRegistrationStatus timeouts.
@@ -185,6 +200,12 @@ class KubeletSim {
   // present", "requested number of devices unavailable"), kInvalidArgument for
   // a changed request, the plugin's gRPC code for RPC failures, kInternal for an
   // empty container_responses.
+  //
+  // A resource the device manager does not know (never registered, or dropped
+  // after the 5 min grace, and nothing of it allocated) is skipped as the
+  // kubelet does (isDevicePluginResource): OK, an empty response, no IDs, no
+  // RPC. The Pod then runs WITHOUT devices; the real kubelet v1.20.2 did this to
+  // a static Pod admitted before the plugin's first registration.
   absl::StatusOr<v1beta1::ContainerAllocateResponse> Allocate(
       const std::string& resource, int count, const std::string& pod = "pod",
       const std::string& container = "c", std::vector<std::string>* chosen_ids = nullptr);
@@ -236,8 +257,11 @@ class KubeletSim {
   // connectClient: dial, GetDevicePluginOptions, install as the resource's
   // endpoint, record `event` as successful, start ListAndWatch. Returns the
   // error text or "" (the caller records failures).
+  // `given_options` (v1.20 Register path): use them instead of calling GetDevicePluginOptions.
   std::string ConnectClient(const std::string& resource, const std::string& socket_path,
-                            const std::function<bool()>& aborted, RegistrationEvent* event);
+                            const std::function<bool()>& aborted, RegistrationEvent* event,
+                            const v1beta1::DevicePluginOptions* given_options = nullptr);
+  void JoinConnectThreads();
   void RunListAndWatch(std::shared_ptr<Endpoint> endpoint);
   void OnListAndWatch(const std::shared_ptr<Endpoint>& endpoint,
                       const v1beta1::ListAndWatchResponse& response);
@@ -293,6 +317,8 @@ class KubeletSim {
   std::map<std::string, std::set<std::string>> allocated_devices_ ABSL_GUARDED_BY(mu_);
   std::set<grpc::ClientContext*> inflight_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WatchedPlugin> watched_ ABSL_GUARDED_BY(mu_);
+  // v1.20: Register's asynchronous connects (joined on Stop/Restart).
+  std::vector<std::thread> connect_threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fabric::sim

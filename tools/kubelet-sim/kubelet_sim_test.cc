@@ -514,8 +514,13 @@ TEST_F(KubeletSimTest, AllocateChoosesHealthyFreeDevicesWithOneContainerRequest)
   EXPECT_EQ(exhausted.status().message(),
             "requested number of devices unavailable for example.com/rdma. Requested: 1, "
             "Available: 0");
-  EXPECT_EQ(sim.Allocate("example.com/other", 1).status().message(),
-            "cannot allocate unregistered device example.com/other");
+  // A resource the kubelet does not know is skipped: the Pod runs without devices (as the real
+  // kubelet v1.20.2 did for a static Pod admitted before the plugin's first registration).
+  auto skipped = sim.Allocate("example.com/other", 1, "pod-x", "c", &chosen);
+  ASSERT_OK(skipped);
+  EXPECT_THAT(chosen, IsEmpty());
+  EXPECT_EQ(skipped->devices_size(), 0);
+  EXPECT_EQ(sim.AllocateCalls("example.com/other"), 0);
 
   // Pod deletion frees its devices.
   sim.RemovePod("pod-a");
@@ -674,6 +679,81 @@ TEST_F(KubeletSimTest, CheckpointHasTheKubeletShape) {
   EXPECT_EQ(entry["DeviceIDs"]["-1"], nlohmann::json({"b"}));
   EXPECT_TRUE(entry["AllocResp"].is_string());
   EXPECT_EQ(doc["Data"]["RegisteredDevices"][kResource], nlohmann::json({"a", "b"}));
+}
+
+// ---- kubelet v1.20 (what the real kubelet v1.20.2 does, test/realkubelet) ----
+
+KubeletSimOptions V120(absl::Duration dial_timeout = absl::Seconds(10)) {
+  KubeletSimOptions options;
+  options.version = KubeletVersion::kV1_20;
+  options.dial_timeout = dial_timeout;
+  return options;
+}
+
+TEST_F(KubeletSimTest, V120RegisterTakesOptionsFromTheRequestAndNeverAsksThePlugin) {
+  KubeletSim& sim = NewSim(V120());
+  ASSERT_OK(sim.Start());
+  FakePluginConfig config;
+  config.fail_options = true;  // a current kubelet would refuse this plugin
+  config.options.set_get_preferred_allocation_available(true);
+  auto plugin = StartAndRegister("fake.sock", FourDevices(), config);
+  ASSERT_TRUE(WaitForMessages(1));
+  EXPECT_EQ(plugin->options_calls(), 0);
+  auto options = sim.PluginOptions(kResource);
+  ASSERT_TRUE(options.has_value());
+  EXPECT_TRUE(options->get_preferred_allocation_available());
+  ASSERT_OK(sim.Allocate(kResource, 1, "pod", "c"));
+  EXPECT_EQ(sim.PreferredAllocationCalls(kResource), 1);
+}
+
+TEST_F(KubeletSimTest, V120RegisterAnswersBeforeDialingSoADialFailureNeverReachesThePlugin) {
+  KubeletSim& sim = NewSim(V120(absl::Milliseconds(300)));
+  ASSERT_OK(sim.Start());
+  FakePlugin plugin(Dp("fake.sock"), {});
+  ASSERT_TRUE(plugin.Start());
+  const absl::Time before = absl::Now();
+  grpc::Status status = plugin.Register(sim.KubeletSocket(), "missing.sock", kResource);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_LT(absl::Now() - before, absl::Milliseconds(300));  // not after the dial
+  ASSERT_TRUE(sim.WaitFor([&] { return !sim.Registrations().empty(); }, kWait));
+  auto events = sim.Registrations();
+  EXPECT_FALSE(events[0].ok);
+  EXPECT_EQ(events[0].error, "failed to dial device plugin: context deadline exceeded");
+  EXPECT_THAT(sim.Resources(), IsEmpty());
+}
+
+TEST_F(KubeletSimTest, V120StartRemovesEveryFileButTheCheckpoint) {
+  std::filesystem::create_directories(root_ + "/device-plugins/subdir");
+  MakeStaleSocket(Dp("stale.sock"));
+  { std::ofstream(Dp("kubelet_internal_checkpoint")) << "{}"; }
+  { std::ofstream(Dp("notes.txt")) << "x"; }
+  { std::ofstream(Dp("DEPRECATION")); }
+  KubeletSim& sim = NewSim(V120());
+  ASSERT_OK(sim.Start());
+  EXPECT_FALSE(PathExists(Dp("stale.sock")));
+  EXPECT_FALSE(PathExists(Dp("notes.txt")));
+  EXPECT_FALSE(PathExists(Dp("DEPRECATION")));
+  EXPECT_TRUE(PathExists(Dp("kubelet_internal_checkpoint")));
+  EXPECT_TRUE(IsDirectory(Dp("subdir")));
+  EXPECT_TRUE(IsSocketFile(sim.KubeletSocket()));
+}
+
+TEST_F(KubeletSimTest, V120CheckpointListsDeviceIdsAndAnEmptyResourceIsUnavailable) {
+  KubeletSim& sim = NewSim(V120());
+  ASSERT_OK(sim.Start());
+  auto plugin = StartAndRegister("fake.sock", {Dev("a", "Healthy", {0}), Dev("b", "Healthy")});
+  ASSERT_TRUE(WaitForMessages(1));
+  ASSERT_OK(sim.Allocate(kResource, 2, "uid-1", "main"));
+  auto text = ReadFile(sim.CheckpointPath());
+  ASSERT_OK(text);
+  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["Data"]["PodDeviceEntries"][0]["DeviceIDs"], nlohmann::json({"a", "b"}));
+
+  ASSERT_OK(sim.Restart());  // known from the checkpoint, no devices until re-registration
+  EXPECT_EQ(sim.Allocate(kResource, 1, "uid-2", "main").status().message(),
+            "requested number of devices unavailable for example.com/rdma. Requested: 1, "
+            "Available: 0");
 }
 
 class KubeletSimWatcherTest : public KubeletSimTest {

@@ -40,6 +40,9 @@ advertise and what Allocate returns.
   --serve                  keep running (printing events) until SIGTERM/SIGINT
   --reconcile-period D     plugin-watcher reconcile period (default 1s, as the kubelet)
   --dial-timeout D         kubelet dial timeout for plugin endpoints (default 10s)
+  --kubelet-version current|1.20
+                           behave like the current kubelet (default) or like v1.20
+                           (asynchronous Register, options from the request, ...)
 )";
 
 struct Flags {
@@ -52,6 +55,7 @@ struct Flags {
   bool serve = false;
   absl::Duration reconcile_period = absl::Seconds(1);
   absl::Duration dial_timeout = absl::Seconds(10);
+  fabric::sim::KubeletVersion version = fabric::sim::KubeletVersion::kCurrent;
 };
 
 [[noreturn]] void UsageError(const std::string& message) {
@@ -118,6 +122,15 @@ Flags ParseFlags(int argc, char** argv) {
       flags.reconcile_period = ParseDurationFlag(name, take_value());
     } else if (name == "--dial-timeout") {
       flags.dial_timeout = ParseDurationFlag(name, take_value());
+    } else if (name == "--kubelet-version") {
+      std::string v = take_value();
+      if (v == "current") {
+        flags.version = fabric::sim::KubeletVersion::kCurrent;
+      } else if (v == "1.20") {
+        flags.version = fabric::sim::KubeletVersion::kV1_20;
+      } else {
+        UsageError("--kubelet-version must be current or 1.20");
+      }
     } else {
       UsageError("unknown argument " + arg);
     }
@@ -211,6 +224,7 @@ int Run(const Flags& flags) {
   KubeletSimOptions options;
   options.watcher_reconcile_period = flags.reconcile_period;
   options.dial_timeout = flags.dial_timeout;
+  options.version = flags.version;
   KubeletSim sim(flags.root, options);
   const absl::Time origin = absl::Now();
   if (flags.mode != "watcher") {
