@@ -73,7 +73,7 @@ const BASE_HOST_PATHS = new Set([
   '/sys', '/var/run/cdi', '/opt/fabric/bin',
 ]);
 const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d', '/var/lib/fabric-agent']);
-const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir'];
+const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
 
 // ------------------------------------------------------- schema validation
@@ -273,6 +273,7 @@ const helmCases = {
   'helm podMonitor.enabled': { podMonitor: { enabled: true } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
   'helm kubeletRoot=/var/lib/k0s/kubelet/': { kubeletRoot: '/var/lib/k0s/kubelet/' },
+  'helm hookDir=/home/kubernetes/bin/': { hookDir: '/home/kubernetes/bin/' },
 };
 for (const [name, values] of Object.entries(helmCases)) {
   check(`${name}: renders`, () => {
@@ -391,7 +392,8 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
   check(`${name}: host paths are the allowed set, never /dev, /sys read-only`, () => {
     const spec = podSpecOf(single(objs(), 'DaemonSet'));
     const kubeletRoot = (flagValue(spec.containers.find((c) => c.name === 'agent').args, '--kubelet-root') ?? '').replace(/\/$/, '');
-    const allowed = new Set([...BASE_HOST_PATHS].map((p) => p.replace(KUBELET, kubeletRoot)));
+    const hookDir = path.dirname(flagValue(spec.containers.find((c) => c.name === 'agent').args, '--memlock-hook-path') ?? '/opt/fabric/bin/x');
+    const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p.replace(KUBELET, kubeletRoot))));
     if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
     const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
     for (const [vol, p] of hostVolumes) {
@@ -467,6 +469,12 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     }
     const cdi = flagValue(agent.args, '--cdi-dir');
     assert(agent.volumeMounts.some((m) => m.mountPath === cdi && !m.readOnly), '--cdi-dir is not a writable mount');
+    // The CDI specs name the hook by its host path: the folder the hook
+    // installer writes into on the host.
+    const hook = flagValue(agent.args, '--memlock-hook-path');
+    const hookInit = spec.initContainers.find((c) => c.name === 'install-memlock-hook');
+    const hookVol = spec.volumes.find((v) => v.name === hookInit.volumeMounts[0].name);
+    assertEq(path.dirname(hook), hookVol.hostPath.path.replace(/\/$/, ''), '--memlock-hook-path folder vs hook-bin hostPath');
     const cfg = flagValue(agent.args, '--config');
     const cfgMount = agent.volumeMounts.find((m) => cfg.startsWith(`${m.mountPath}/`));
     assert(cfgMount, `${cfg} is not on a mount`);
