@@ -4,10 +4,12 @@
 #   1. style gate (clang-format),
 #   2. unit + integration tests (ctest),
 #   3. the same under ASan/UBSan, and the threaded parts under TSan,
-#   4. deploy manifest checks,
+#   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
+#      and run as the chart renders it (podman; the real kubelet),
 #   5. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
 #      where the VM cannot boot).
-# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_E2E=0 skips 5, JOBS=n.
+# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_IMAGE_TEST=0 skips the image,
+# FABRIC_E2E=0 skips 5, JOBS=n.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -79,6 +81,17 @@ if [ -x deploy/test/check-manifests.sh ]; then
   step "deploy manifests"
   FABRIC_BINARY_DIR="$OUT/main" deploy/test/check-manifests.sh
   record $? "deploy manifests"
+fi
+
+if [ "${FABRIC_IMAGE_TEST:-1}" != 0 ] && [ -x deploy/test/image-test.sh ]; then
+  step "image and install: build the image, static host binaries in an empty container, chart as rendered"
+  FABRIC_BINARY_DIR="$OUT/main" deploy/test/image-test.sh
+  record $? "image and install"
+  if [ -x deploy/test/realkubelet-chart.sh ]; then
+    step "chart DaemonSet as a static Pod under the real kubelet"
+    deploy/test/realkubelet-chart.sh "$OUT/main"
+    record $? "chart under the real kubelet"
+  fi
 fi
 
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then
