@@ -89,7 +89,7 @@ if [ "${FABRIC_IMAGE_TEST:-1}" != 0 ] && [ -x deploy/test/image-test.sh ]; then
   record $? "image and install"
   if [ -x deploy/test/realkubelet-chart.sh ]; then
     step "chart DaemonSet as a static Pod under the real kubelet"
-    deploy/test/realkubelet-chart.sh "$OUT/main"
+    deploy/test/realkubelet-chart.sh
     record $? "chart under the real kubelet"
   fi
 fi
