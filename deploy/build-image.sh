@@ -84,3 +84,11 @@ podman build --layers --network=host \
   --build-arg "DEBIAN_IMAGE=$base" \
   --ignorefile "$repo/deploy/Dockerfile.dockerignore" \
   -f "$repo/deploy/Dockerfile" -t "$tag" "${extra[@]}" "$repo"
+
+# Each source change leaves the previous build stage (sources + build tree,
+# ~150 MB of its own) untagged in the store; keep only the newest. Shared
+# layers (the -dev packages) stay with it.
+mapfile -t stale < <(podman images --noheading --filter dangling=true \
+  --filter label=io.fabric-device-plugin.stage=build --format '{{.CreatedAt}} {{.ID}}' \
+  | sort -r | tail -n +2 | awk '{print $NF}')
+if ((${#stale[@]})); then podman rmi "${stale[@]}" >/dev/null 2>&1 || true; fi
