@@ -36,7 +36,7 @@ mkdir -p "$W/log"
 passed=0 failed=0
 pids=()
 cleanup() {
-  podman rm -f -t 2 image-test-agent >/dev/null 2>&1
+  podman rm -f -t 2 image-test-agent image-test-agent-default >/dev/null 2>&1
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   if ((failed == 0)) && [[ -z "${FABRIC_KEEP:-}" ]]; then rm -rf "$W"; else echo "image-test: kept $W"; fi
@@ -61,6 +61,7 @@ run_case() {
   return 0
 }
 podman_run() { podman run "${ULIMITS[@]}" "$@"; }
+wait_for_socket() { local i; for ((i = 0; i < 100; i++)); do [[ -S $1 ]] && return 0; sleep 0.1; done; echo "no $1"; return 1; }
 
 # ---------------------------------------------------------------- the image
 c_build() {
@@ -162,6 +163,8 @@ c_agent_registers() {
   timeout 90 "$BIN/tools/kubelet-sim/kubelet-sim" --root "$W/kubelet" --expect-resources 4 \
     --allocate vpc.amazonaws.com/efa=2 --serve >"$W/log/kubelet-sim.out" 2>&1 &
   pids+=($!)
+  # registration=auto picks kubelet.sock when it exists when the agent starts.
+  wait_for_socket "$W/kubelet/device-plugins/kubelet.sock" || return 1
   mapfile -t a < <(pod_args ".containers[0]")
   # -d: the agent keeps running for the CNI case; same arguments otherwise.
   podman_run -d "${a[@]}" >/dev/null || return 1
@@ -213,6 +216,33 @@ c_fabricctl_devices() {
   ((n == 32))
 }
 
+# The chart's defaults (no CNI part): the agent runs with EVERY capability
+# dropped, no hostNetwork, read-only root, /host/sys read-only.
+c_agent_default_caps() {
+  local d="$W/d"  # short: unix socket paths stay under 108 bytes
+  mkdir -p "$d/kubelet/device-plugins"
+  "$tools/helm" template fabric-device-plugin "$repo/deploy/helm/fabric-device-plugin" -n fabric-system \
+    --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
+    --set kubeletRoot="$d/kubelet" --set cdiDir="$d/cdi" --set hookDir="$d/hook-bin" \
+    --set sysfs.hostPath="$SAMPLE/sys" >"$d/rendered.yaml" || return 1
+  (cd "$here" && node lib/pod-to-podman.mjs --workdir "$d" --image "$IMAGE" <"$d/rendered.yaml") \
+    >"$d/pod.json" || return 1
+  mapfile -t a < <(jq -r '.containers[0].args[]' "$d/pod.json")
+  a=("${a[@]/image-test-agent/image-test-agent-default}")
+  printf '%s\n' "${a[@]}" | grep -- '^--cap' | paste -sd' '
+  printf '%s\n' "${a[@]}" | grep -q -- '--cap-add' && { echo "default render adds capabilities"; return 1; }
+  timeout 60 "$BIN/tools/kubelet-sim/kubelet-sim" --root "$d/kubelet" --expect-resources 4 \
+    >"$d/kubelet-sim.out" 2>&1 &
+  local sim=$!
+  wait_for_socket "$d/kubelet/device-plugins/kubelet.sock" || return 1
+  podman_run -d "${a[@]}" >/dev/null || return 1
+  wait "$sim"
+  local rc=$?
+  podman rm -f -t 5 image-test-agent-default >/dev/null 2>&1
+  sed -n '/^== Devices/,/^== Alloc/p' "$d/kubelet-sim.out" | grep capacity
+  ((rc == 0)) && grep -q 'vpc.amazonaws.com/efa: capacity 32' "$d/kubelet-sim.out"
+}
+
 # Pod removed: what stays on the host is what the docs say stays.
 c_uninstall() {
   podman stop -t 10 image-test-agent >/dev/null || return 1
@@ -221,7 +251,7 @@ c_uninstall() {
     ! -name kubelet.sock ! -name kubelet_internal_checkpoint -print)
   echo "left in kubelet dirs / socket dir: ${left:-nothing}"
   [[ -z "$left" ]] || return 1
-  echo "NOTE stays (documented): $(cd "$W" && ls hook-bin/* cni-bin/* cdi/* state/* 2>/dev/null | tr '\n' ' ')"
+  echo "NOTE stays (documented): $(cd "$W" && find hook-bin cni-bin cdi state -type f 2>/dev/null | sort | paste -sd' ')"
 }
 
 run_case "image: deploy/build-image.sh" c_build
@@ -234,6 +264,7 @@ run_case "chart pod: init containers install hook + cni onto the host" c_init_co
 run_case "chart pod: agent as rendered registers with kubelet-sim (ro root, caps per chart)" c_agent_registers
 run_case "empty container: fabric-cni ADD/DEL against the image's agent" c_cni_add_del
 run_case "image: fabricctl devices (ro root, no caps, /host/sys ro)" c_fabricctl_devices
+run_case "chart defaults (no CNI): agent with ALL capabilities dropped registers, efa 32" c_agent_default_caps
 run_case "chart pod removed: no sockets left behind" c_uninstall
 echo "$passed passed, $failed failed"
 ((failed == 0))
