@@ -11,9 +11,11 @@ pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
 if [ "$what" = test ]; then
   # clang-format: style gate; nodejs/npm/file: manifest checks; prometheus:
   # promtool for /metrics; podman/runc: CDI and OCI-hook checks; Go + libcni +
-  # reference plugins: invoking fabric-cni the way runtimes do; iproute2: netns.
+  # reference plugins: invoking fabric-cni the way runtimes do; iproute2: netns;
+  # mmdebstrap + unzip: the image's Debian base and the npm helm/kubectl layer.
   pkgs+=(clang-format file prometheus podman runc iproute2 util-linux
-         golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static)
+         golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static
+         mmdebstrap unzip)
   # Any Node.js with npm will do (a machine may carry a non-Debian build whose
   # nodejs conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

