@@ -220,7 +220,7 @@ std::shared_ptr<const PoolSnapshot> Agent::BuildPoolSnapshot(const PoolConfig& p
       // Removed (hot-unplug, driver unbind): keep the ID so the kubelet keeps
       // its allocations, advertised Unhealthy.
       in.devices.push_back(node_.known.at(name));
-      in.health[name] = DeviceHealth{false, "device removed"};
+      in.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
     }
   }
   return BuildSnapshot(in);
@@ -406,7 +406,8 @@ std::string Agent::MetricsText() const {
     in.devices = node_.inventory.devices;
     in.health = node_.health;
     for (const auto& [name, dev] : node_.known) {
-      if (!node_.inventory.Find(name)) in.health[name] = DeviceHealth{false, "device removed"};
+      if (!node_.inventory.Find(name))
+        in.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
     }
     for (const auto& d : node_.inventory.devices) in.health.emplace(d.name, DeviceHealth{});
     in.holds = holds_;

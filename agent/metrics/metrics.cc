@@ -189,7 +189,9 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     }
   }
   for (const auto& [name, h] : in.health) {
-    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", h.healthy ? "" : h.reason}},
+    // The bounded cause, never the detail ("cmds_err grew by 5"): one series
+    // per device and cause. The detail is in the log and /v1/node.
+    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", std::string(h.CauseLabel())}},
              h.healthy ? 1 : 0);
   }
 
