@@ -436,7 +436,7 @@ std::string Agent::MetricsText() const {
       in.pools.push_back(std::move(m));
     }
   }
-  return RenderMetrics(in, options_.paths);
+  return metrics_renderer_.Render(in);
 }
 
 std::string Agent::NotReadyReason() const {

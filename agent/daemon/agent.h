@@ -105,6 +105,8 @@ class Agent : public cni_service::DeviceResolver {
   void RunAllocationWatcher();
 
   const AgentOptions options_;
+  // Keeps counter files open between /metrics renders.
+  mutable MetricsRenderer metrics_renderer_{options_.paths};
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<HttpServer> http_;

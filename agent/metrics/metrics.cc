@@ -91,33 +91,7 @@ class Writer {
   std::map<std::string, std::string> families_;
 };
 
-struct Counter {
-  std::string port;  // "0" for device-level
-  std::string name;
-  uint64_t value;
-};
-
-// Every hw counter the device exposes (device-level and per port) and the
-// PMA counters/ of each port.
-void ReadCounters(const HostPaths& paths, const RdmaDevice& dev, std::vector<Counter>* hw,
-                  std::vector<Counter>* pma) {
-  const std::string base = paths.Sys("class/infiniband/" + dev.name);
-  auto read_dir = [](const std::string& dir, const std::string& port, std::vector<Counter>* out) {
-    auto names = ListDir(dir);
-    if (!names.ok()) return;
-    for (const std::string& n : *names) {
-      if (n == "lifespan") continue;  // a setting, not a counter
-      auto v = ReadU64(dir + "/" + n);
-      if (v.ok()) out->push_back({port, n, *v});
-    }
-  };
-  read_dir(base + "/hw_counters", "0", hw);
-  for (const PortInfo& p : dev.ports) {
-    const std::string port = absl::StrCat(p.number);
-    read_dir(absl::StrCat(base, "/ports/", port, "/hw_counters"), port, hw);
-    read_dir(absl::StrCat(base, "/ports/", port, "/counters"), port, pma);
-  }
-}
+using Counter = CounterValue;
 
 bool IsPmaData(const std::string& name, std::string* direction) {
   if (name == "port_xmit_data")
@@ -129,9 +103,7 @@ bool IsPmaData(const std::string& name, std::string* direction) {
   return true;
 }
 
-}  // namespace
-
-std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
+std::string Render(const MetricsInput& in, CounterReader& reader) {
   Writer w;
   w.Family("fabric_build_info", "gauge", "Agent build information.");
   w.Sample("fabric_build_info", {{"version", in.version}}, 1);
@@ -172,7 +144,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
       w.Sample("fabric_port_active", {{"device", d.name}, {"port", port}}, p.active() ? 1 : 0);
     }
     auto& [hw, pma] = counters[d.name];
-    ReadCounters(paths, d, &hw, &pma);
+    reader.Read(d, &hw, &pma);
     for (const Counter& c : hw) {
       w.Sample("fabric_hw_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                c.value);
@@ -274,7 +246,25 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
   w.Sample("fabric_podresources_errors_total", {}, in.podresources_errors);
   w.Family("fabric_discovery_warnings", "gauge", "Devices or files skipped by the last discovery.");
   w.Sample("fabric_discovery_warnings", {}, in.discovery_warnings);
+  std::set<std::string> live;
+  for (const RdmaDevice& d : in.devices) live.insert(d.name);
+  reader.Retain(live);
   return w.Text();
+}
+
+}  // namespace
+
+MetricsRenderer::MetricsRenderer(HostPaths paths, CounterFiles* files)
+    : counters_(std::move(paths), files) {}
+
+std::string MetricsRenderer::Render(const MetricsInput& in) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fabric::Render(in, counters_);
+}
+
+std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
+  CounterReader reader(paths);
+  return Render(in, reader);
 }
 
 }  // namespace fabric

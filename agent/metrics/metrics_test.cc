@@ -126,6 +126,84 @@ TEST(MetricsTest, RemovedAndUnclassifiedCausesHaveFixedLabels) {
   EXPECT_EQ(DeviceHealth{}.CauseLabel(), "");
 }
 
+class CountingFiles : public CounterFiles {
+ public:
+  absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override {
+    lists++;
+    return CounterFiles::List(dir);
+  }
+  int Open(const std::string& path) override {
+    opens++;
+    return CounterFiles::Open(path);
+  }
+  int opens = 0, lists = 0;
+};
+
+// Issue 13: a render used to open ~1,100 sysfs files at 32 devices. Once the
+// counter set is known a render opens none (one pread each) and still sees
+// the current values. Not timed: it counts opens through the seam.
+TEST(MetricsRendererTest, RenderOpensNoFileOnceCountersAreKnown) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 100);
+  fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 10);
+  MetricsInput in = Input(fs);
+  in.holds.push_back({"ns", "p", "c", "r.io/x", "rdmap79s0"});
+  CountingFiles files;
+  MetricsRenderer renderer(fs.paths(), &files);
+  const std::string first = renderer.Render(in);
+  EXPECT_EQ(first, RenderMetrics(in, fs.paths()));  // same text as a one-shot render
+  // Every counter file opened once; nothing else.
+  size_t counter_lines = 0;
+  for (const char* family :
+       {"fabric_hw_stat_total{", "fabric_port_data_bytes_total{", "fabric_pma_stat_total{"}) {
+    for (size_t pos = 0; (pos = first.find(std::string("\n") + family, pos)) != std::string::npos;
+         ++pos) {
+      ++counter_lines;
+    }
+  }
+  ASSERT_GT(counter_lines, 0u);
+  EXPECT_EQ(static_cast<size_t>(files.opens), counter_lines);
+
+  files.opens = files.lists = 0;
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 4242);
+  fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 11);
+  for (int i = 0; i < 3; ++i) {
+    const std::string text = renderer.Render(in);
+    EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 4242\n"));
+    EXPECT_THAT(text, HasSubstr("device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 44\n"));
+  }
+  EXPECT_EQ(files.opens, 0);
+  EXPECT_EQ(files.lists, 0);
+}
+
+TEST(MetricsRendererTest, DescriptorsOfDevicesNoLongerRenderedAreClosed) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
+  MetricsInput in = Input(fs);
+  CounterReader reader(fs.paths());
+  std::vector<CounterValue> hw, pma;
+  for (const auto& d : in.devices) reader.Read(d, &hw, &pma);
+  const size_t both = reader.open_descriptors();
+  ASSERT_GT(both, 0u);
+  reader.Retain({"rdmap79s0"});
+  EXPECT_EQ(reader.open_descriptors() * 2, both);
+  // A device whose identity changed (re-created: new verbs node) is listed again.
+  RdmaDevice moved = in.devices[0];
+  moved.uverbs.rel_path = "infiniband/uverbs9";
+  CountingFiles files;
+  CounterReader counting(fs.paths(), &files);
+  counting.Read(in.devices[0], &hw, &pma);
+  const int opens = files.opens;
+  counting.Read(in.devices[0], &hw, &pma);
+  EXPECT_EQ(files.opens, opens);
+  counting.Read(moved, &hw, &pma);
+  EXPECT_EQ(files.opens, 2 * opens);
+}
+
 TEST(MetricsTest, LabelValuesAreEscaped) {
   EXPECT_EQ(EscapeLabel("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
 }
