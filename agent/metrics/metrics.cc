@@ -50,45 +50,80 @@ std::string EscapeLabel(const std::string& v) {
 
 namespace {
 
-using Labels = std::vector<std::pair<std::string, std::string>>;
+// Label values are views: every sample is written before its values go away.
+using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
+
+void AppendEscaped(std::string* out, std::string_view v) {
+  if (v.find_first_of("\\\"\n") == std::string_view::npos) {
+    out->append(v);
+    return;
+  }
+  out->append(EscapeLabel(std::string(v)));
+}
 
 // Collects samples per family so each family's HELP/TYPE is written once and
-// its samples stay together, as the text format requires.
+// its samples stay together, as the text format requires. Appends in place:
+// no per-sample allocation beyond the growing family text.
 class Writer {
  public:
-  void Family(const std::string& name, const std::string& type, const std::string& help) {
-    if (!families_.count(name)) {
-      order_.push_back(name);
-      families_[name] =
-          absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-    }
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    if (Find(name) != nullptr) return;
+    std::string text = "# HELP ";
+    text.append(name).append(" ").append(help).append("\n# TYPE ");
+    text.append(name).append(" ").append(type).append("\n");
+    families_.push_back({std::string(name), std::move(text)});
   }
-  void Sample(const std::string& family, const std::string& name, const Labels& labels,
-              const std::string& value) {
-    std::string& out = families_[family];
-    out += name;
+  void Sample(std::string_view family, std::string_view name, const Labels& labels,
+              std::string_view value) {
+    std::string* out = Find(family);
+    if (out == nullptr) {
+      families_.push_back({std::string(family), ""});
+      out = &families_.back().second;
+      last_ = families_.size() - 1;
+    }
+    out->append(name);
     if (!labels.empty()) {
-      out += '{';
+      out->push_back('{');
       for (size_t i = 0; i < labels.size(); ++i) {
-        if (i) out += ',';
-        absl::StrAppend(&out, labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
+        if (i) out->push_back(',');
+        out->append(labels[i].first);
+        out->append("=\"");
+        AppendEscaped(out, labels[i].second);
+        out->push_back('"');
       }
-      out += '}';
+      out->push_back('}');
     }
-    absl::StrAppend(&out, " ", value, "\n");
+    out->push_back(' ');
+    out->append(value);
+    out->push_back('\n');
   }
-  void Sample(const std::string& name, const Labels& labels, uint64_t value) {
-    Sample(name, name, labels, absl::StrCat(value));
+  void Sample(std::string_view name, const Labels& labels, uint64_t value) {
+    char buf[absl::numbers_internal::kFastToBufferSize];
+    char* end = absl::numbers_internal::FastIntToBuffer(value, buf);
+    Sample(name, name, labels, std::string_view(buf, static_cast<size_t>(end - buf)));
   }
   std::string Text() const {
+    size_t n = 0;
+    for (const auto& f : families_) n += f.second.size();
     std::string out;
-    for (const std::string& f : order_) out += families_.at(f);
+    out.reserve(n);
+    for (const auto& f : families_) out += f.second;
     return out;
   }
 
  private:
-  std::vector<std::string> order_;
-  std::map<std::string, std::string> families_;
+  std::string* Find(std::string_view name) {
+    if (last_ < families_.size() && families_[last_].first == name) return &families_[last_].second;
+    for (size_t i = 0; i < families_.size(); ++i) {
+      if (families_[i].first == name) {
+        last_ = i;
+        return &families_[i].second;
+      }
+    }
+    return nullptr;
+  }
+  std::vector<std::pair<std::string, std::string>> families_;  // in order of first use
+  size_t last_ = 0;
 };
 
 using Counter = CounterValue;
@@ -163,7 +198,7 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
   for (const auto& [name, h] : in.health) {
     // The bounded cause, never the detail ("cmds_err grew by 5"): one series
     // per device and cause. The detail is in the log and /v1/node.
-    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", std::string(h.CauseLabel())}},
+    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", h.CauseLabel()}},
              h.healthy ? 1 : 0);
   }
 
@@ -219,22 +254,19 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
     if (!seen.insert({hold.ns, hold.pod, hold.container, hold.device}).second) continue;
     auto it = counters.find(hold.device);
     if (it == counters.end()) continue;
-    const Labels pod = {{"namespace", hold.ns},
-                        {"pod", hold.pod},
-                        {"container", hold.container},
-                        {"device", hold.device}};
+    Labels l = {{"namespace", hold.ns},  {"pod", hold.pod}, {"container", hold.container},
+                {"device", hold.device}, {"port", ""},      {"counter", ""}};
     for (const Counter& c : it->second.first) {
-      Labels l = pod;
-      l.push_back({"port", c.port});
-      l.push_back({"counter", c.name});
+      l[4].second = c.port;
+      l[5].second = c.name;
       w.Sample("fabric_pod_hw_stat_total", l, c.value);
     }
+    l[5].first = "direction";
     for (const Counter& c : it->second.second) {
       std::string dir;
       if (!IsPmaData(c.name, &dir)) continue;
-      Labels l = pod;
-      l.push_back({"port", c.port});
-      l.push_back({"direction", dir});
+      l[4].second = c.port;
+      l[5].second = dir;
       w.Sample("fabric_pod_port_data_bytes_total", l, c.value * 4);
     }
   }
