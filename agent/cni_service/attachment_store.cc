@@ -21,9 +21,26 @@ namespace {
 constexpr char kSuffix[] = ".json";
 constexpr int kFormatVersion = 1;
 
-// File-name-safe form: [A-Za-z0-9_.-] kept, everything else %XX, so keys
-// from arbitrary network names never escape the directory.
+// File-name-safe form: [A-Za-z0-9_.] kept, everything else %XX, so keys from
+// arbitrary network names never escape the directory. '-' is escaped too: it
+// separates the key's parts in the file name, so ("a-b", "c") and ("a", "b-c")
+// cannot share a file.
 std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '_' || c == '.') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += absl::StrFormat("%%%02X", c);
+    }
+  }
+  if (out == "." || out == "..") out = absl::StrCat("%2E", out.substr(1));
+  return out;
+}
+
+// The first format (kept '-' unescaped, so two keys could map to one name).
+// Only read, to find records an older agent wrote.
+std::string LegacyEscape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     if (std::isalnum(c) || c == '_' || c == '.' || c == '-') {
@@ -34,6 +51,21 @@ std::string Escape(const std::string& s) {
   }
   if (out == "." || out == "..") out = absl::StrCat("%2E", out.substr(1));
   return out;
+}
+
+// A name longer than a file name may be (NAME_MAX 255) keeps a prefix and a
+// hash of the whole; the key stored inside the file decides (see Load).
+constexpr size_t kMaxStem = 200;
+std::string Shorten(const std::string& stem) {
+  if (stem.size() <= kMaxStem) return stem;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : stem) h = (h ^ c) * 1099511628211ull;
+  return absl::StrCat(stem.substr(0, kMaxStem - 17), "~", absl::Hex(h, absl::kZeroPad16));
+}
+
+bool SameKey(const AttachmentKey& a, const AttachmentKey& b) {
+  return a.network_name == b.network_name && a.container_id == b.container_id &&
+         a.ifname == b.ifname;
 }
 
 absl::Status MkdirAll(const std::string& path) {
@@ -126,18 +158,19 @@ const char* DeviceActionName(DeviceAction a) {
 }
 
 std::string AttachmentStore::PathFor(const AttachmentKey& key) const {
-  return absl::StrCat(dir_, "/", Escape(key.network_name), "-", Escape(key.container_id), "-",
-                      Escape(key.ifname), kSuffix);
+  return absl::StrCat(dir_, "/",
+                      Shorten(absl::StrCat(Escape(key.network_name), "-", Escape(key.container_id),
+                                           "-", Escape(key.ifname))),
+                      kSuffix);
 }
 
-absl::Status AttachmentStore::Save(const AttachmentRecord& record) {
-  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_));
-  return WriteFileAtomic(PathFor(record.key), ToJson(record).dump(2) + "\n", 0600);
+std::string AttachmentStore::LegacyPathFor(const AttachmentKey& key) const {
+  return absl::StrCat(dir_, "/", LegacyEscape(key.network_name), "-",
+                      LegacyEscape(key.container_id), "-", LegacyEscape(key.ifname), kSuffix);
 }
 
-absl::StatusOr<std::optional<AttachmentRecord>> AttachmentStore::Load(
-    const AttachmentKey& key) const {
-  std::string path = PathFor(key);
+absl::StatusOr<std::optional<AttachmentRecord>> AttachmentStore::LoadPath(
+    const std::string& path, const AttachmentKey& key) const {
   auto text = ReadFile(path);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) return std::optional<AttachmentRecord>();
@@ -145,12 +178,54 @@ absl::StatusOr<std::optional<AttachmentRecord>> AttachmentStore::Load(
   }
   auto rec = FromJson(*text, path);
   if (!rec.ok()) return rec.status();
+  // Another key's record (a legacy name shared by two keys, or a shortened
+  // name's hash collision) is not this key's.
+  if (!SameKey(rec->key, key)) return std::optional<AttachmentRecord>();
   return std::optional<AttachmentRecord>(std::move(*rec));
 }
 
+absl::Status AttachmentStore::Save(const AttachmentRecord& record) {
+  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_));
+  const std::string path = PathFor(record.key);
+  if (auto text = ReadFile(path); text.ok()) {
+    auto rec = FromJson(*text, path);
+    if (rec.ok() && !SameKey(rec->key, record.key)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("CNI state file ", path, " already holds another attachment"));
+    }
+  }
+  FABRIC_RETURN_IF_ERROR(WriteFileAtomic(path, ToJson(record).dump(2) + "\n", 0600));
+  // A record an older agent wrote for this key now lives under the new name.
+  if (const std::string legacy = LegacyPathFor(record.key); legacy != path) {
+    auto old = LoadPath(legacy, record.key);
+    if (old.ok() && old->has_value()) ::unlink(legacy.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<AttachmentRecord>> AttachmentStore::Load(
+    const AttachmentKey& key) const {
+  FABRIC_ASSIGN_OR_RETURN(auto rec, LoadPath(PathFor(key), key));
+  if (rec) return rec;
+  const std::string legacy = LegacyPathFor(key);
+  if (legacy == PathFor(key)) return rec;
+  return LoadPath(legacy, key);
+}
+
 absl::Status AttachmentStore::Remove(const AttachmentKey& key) {
-  std::string path = PathFor(key);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, "unlink", path);
+  const std::string path = PathFor(key);
+  auto rec = LoadPath(path, key);
+  // Ours, or unreadable under our own name: remove. Another key's: keep.
+  if (!rec.ok() || rec->has_value()) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, "unlink", path);
+  }
+  const std::string legacy = LegacyPathFor(key);
+  if (legacy != path) {
+    auto old = LoadPath(legacy, key);
+    if (old.ok() && old->has_value() && ::unlink(legacy.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoError(errno, "unlink", legacy);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -1,7 +1,8 @@
 // AttachmentStore: the durable record of what CNI ADD did for one attachment
 // (network, container ID, ifname), so DEL and GC can undo it after an agent
 // restart. One JSON file per attachment under <state_dir>/cni/, written
-// atomically (temp file + rename).
+// atomically (temp file + rename). The file name encodes the key without
+// ambiguity, and the key stored inside decides whether a file is a key's record.
 #ifndef FABRIC_AGENT_CNI_SERVICE_ATTACHMENT_STORE_H_
 #define FABRIC_AGENT_CNI_SERVICE_ATTACHMENT_STORE_H_
 
@@ -68,6 +69,11 @@ class AttachmentStore {
 
  private:
   std::string PathFor(const AttachmentKey& key) const;
+  // Where the first format put `key` (two keys could share that name).
+  std::string LegacyPathFor(const AttachmentKey& key) const;
+  // The record at `path` if it is `key`'s; nullopt if missing or another key's.
+  absl::StatusOr<std::optional<AttachmentRecord>> LoadPath(const std::string& path,
+                                                           const AttachmentKey& key) const;
   std::string dir_;
 };
 

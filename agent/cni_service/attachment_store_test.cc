@@ -78,5 +78,69 @@ TEST_F(AttachmentStoreTest, MissingDirIsEmpty) {
   EXPECT_TRUE(all->empty());
 }
 
+// ("a-b", "c") and ("a", "b-c") are two attachments: one must not overwrite,
+// load or remove the other's record.
+TEST_F(AttachmentStoreTest, KeysThatJoinToTheSameTextDoNotCollide) {
+  AttachmentStore store(dir_);
+  AttachmentRecord one, two;
+  one.key = {"a-b", "c", "eth0"};
+  one.pod_name = "one";
+  two.key = {"a", "b-c", "eth0"};
+  two.pod_name = "two";
+  ASSERT_OK(store.Save(one));
+  ASSERT_OK(store.Save(two));
+  auto all = store.LoadAll();
+  ASSERT_OK(all.status());
+  EXPECT_EQ(all->size(), 2u);
+  auto l1 = store.Load(one.key);
+  ASSERT_OK(l1.status());
+  ASSERT_TRUE(l1->has_value());
+  EXPECT_EQ((*l1)->pod_name, "one");
+  ASSERT_OK(store.Remove(two.key));
+  l1 = store.Load(one.key);
+  ASSERT_OK(l1.status());
+  ASSERT_TRUE(l1->has_value());
+  EXPECT_EQ((*l1)->pod_name, "one");
+  auto l2 = store.Load(two.key);
+  ASSERT_OK(l2.status());
+  EXPECT_FALSE(l2->has_value());
+}
+
+// A record written by the first format (parts joined by an unescaped '-') is
+// still found, checked against its key, and moved to the new name on save.
+TEST_F(AttachmentStoreTest, ReadsAndMigratesLegacyFileNames) {
+  AttachmentStore store(dir_);
+  std::ofstream(dir_ + "/a-b-c-eth0.json")
+      << R"({"version":1,"networkName":"a-b","containerID":"c","ifname":"eth0","podName":"old"})";
+  auto other = store.Load({"a", "b-c", "eth0"});  // same legacy name, other key
+  ASSERT_OK(other.status());
+  EXPECT_FALSE(other->has_value());
+  auto rec = store.Load({"a-b", "c", "eth0"});
+  ASSERT_OK(rec.status());
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->pod_name, "old");
+  ASSERT_OK(store.Save(**rec));
+  auto names = ListDir(dir_);
+  ASSERT_OK(names.status());
+  ASSERT_EQ(names->size(), 1u);
+  EXPECT_NE((*names)[0], "a-b-c-eth0.json");
+  ASSERT_OK(store.Remove((*rec)->key));
+  EXPECT_TRUE(ListDir(dir_)->empty());
+}
+
+TEST_F(AttachmentStoreTest, VeryLongKeysStayWithinNameMax) {
+  AttachmentStore store(dir_);
+  AttachmentRecord rec;
+  rec.key = {std::string(300, '-'), "c", "eth0"};
+  ASSERT_OK(store.Save(rec));
+  auto names = ListDir(dir_);
+  ASSERT_OK(names.status());
+  ASSERT_EQ(names->size(), 1u);
+  EXPECT_LE((*names)[0].size(), 255u);
+  auto back = store.Load(rec.key);
+  ASSERT_OK(back.status());
+  EXPECT_TRUE(back->has_value());
+}
+
 }  // namespace
 }  // namespace fabric::cni_service

@@ -8,6 +8,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
+#include "agent/netns/netns_path.h"
 
 namespace fabric::cni_service {
 namespace {
@@ -76,7 +77,15 @@ CniService::CniService(const HostPaths& paths, podresources::PodResourcesSource*
     : pod_resources_(pod_resources),
       resolver_(resolver),
       rdma_(rdma),
-      store_(paths.state_dir + "/cni") {}
+      store_(paths.state_dir + "/cni"),
+      netns_check_(netns::CheckNetnsPath) {}
+
+absl::Status CniService::CheckNetns(const std::string& path) const {
+  if (path.empty()) return absl::OkStatus();
+  absl::Status s = netns_check_(path);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("CNI_NETNS: ", s.message()));
+}
 
 absl::StatusOr<CniService::Plan> CniService::PlanFor(const std::string& ns,
                                                      const std::string& pod) {
@@ -105,16 +114,29 @@ absl::StatusOr<CniService::Plan> CniService::PlanFor(const std::string& ns,
   }
   if (plan.devices.empty()) return plan;
 
+  // Only an exclusively allocated, non-EFA device is ever moved, and only the
+  // RDMA netns mode says whether it must be. A Pod holding only EFA devices and
+  // shared tokens needs nothing from RDMA netlink: a kernel without it, or one
+  // where it cannot be read, must not fail its ADD.
+  bool movable = false;
+  for (const auto& d : plan.devices) movable = movable || d.detail.empty();
   auto mode = rdma_->GetNetnsMode();
-  if (!mode.ok()) {
+  if (!mode.ok() && movable) {
     return absl::UnavailableError(
         absl::StrCat("cannot read the RDMA netns mode (rdma system): ", mode.status().message()));
   }
-  plan.mode = *mode;
+  if (!mode.ok()) {
+    plan.mode_name = "unknown";
+    plan.warnings.push_back(absl::StrCat(
+        "RDMA netns mode unknown (", mode.status().message(),
+        "); this Pod holds only EFA devices and shared tokens, which are never moved"));
+  } else {
+    plan.mode_name = netns::NetnsModeName(*mode);
+  }
   std::set<std::string> moving;
   for (auto& d : plan.devices) {
     std::string flag = std::exchange(d.detail, "");
-    if (plan.mode == NetnsMode::kShared) {
+    if (mode.ok() && *mode == NetnsMode::kShared) {
       d.action = DeviceAction::kAttributed;
       d.detail = "shared RDMA netns mode: device visible in every netns, nothing moved";
     } else if (flag == "efa") {
@@ -183,7 +205,38 @@ absl::StatusOr<bool> CniService::Release(const AttachmentRecord& rec,
   return all_back;
 }
 
+absl::Status CniService::EnsureMoved(const AttachmentRecord& rec) {
+  auto in_pod = rdma_->ListDevices(rec.netns);
+  if (!in_pod.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot list RDMA devices in the Pod netns ",
+                                               rec.netns, ": ", in_pod.status().message()));
+  }
+  for (const auto& d : rec.devices) {
+    if (d.action != DeviceAction::kMoved) continue;
+    bool there = false;
+    for (const auto& l : *in_pod) there = there || l.name == d.rdma_device;
+    if (there) continue;
+    if (!InHost(d.rdma_device)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "RDMA device ", DeviceLabel(d), " of Pod ", PodName(rec.pod_namespace, rec.pod_name),
+          " is neither in its netns ", rec.netns, " nor in the host netns"));
+    }
+    LogWarn(Component::kCni, "retried ADD: RDMA device {} of Pod {} is still in the host netns",
+            DeviceLabel(d), PodName(rec.pod_namespace, rec.pod_name));
+    absl::Status s = rdma_->MoveDevice(d.rdma_device, "", rec.netns);
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot move RDMA device ", DeviceLabel(d), " into the netns ", rec.netns,
+                       " of Pod ", PodName(rec.pod_namespace, rec.pod_name), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& req) {
+  // Checked before the lock: a path that is not a network namespace never
+  // reaches code that opens it while every other CNI call waits.
+  const absl::Status netns_ok = CheckNetns(req.netns());
   std::lock_guard<std::mutex> lock(mu_);
   FABRIC_RETURN_IF_ERROR(Validate(req));
   agentpb::CniResponse resp;
@@ -200,7 +253,17 @@ absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& 
           "a previous ADD or DEL of this attachment left RDMA devices outside the host netns; "
           "the runtime's DEL (or CNI GC) must release them first");
     }
-    return ToResponse(*existing);  // a retried ADD: already done
+    if (HasMoves(existing->devices)) {
+      // A retried ADD: check where the devices are rather than trust the record.
+      if (!req.netns().empty() && req.netns() != existing->netns) {
+        return absl::FailedPreconditionError(absl::StrCat("ADD retried with netns ", req.netns(),
+                                                          " but the attachment moved ",
+                                                          "devices into ", existing->netns));
+      }
+      FABRIC_RETURN_IF_ERROR(netns_ok);
+      FABRIC_RETURN_IF_ERROR(EnsureMoved(*existing));
+    }
+    return ToResponse(*existing);
   }
 
   FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFor(req.pod_namespace(), req.pod_name()));
@@ -213,14 +276,9 @@ absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& 
   if (moves && req.netns().empty()) {
     return absl::InvalidArgumentError("CNI_NETNS is empty; cannot move RDMA devices");
   }
-  AttachmentRecord rec{key,
-                       req.netns(),
-                       req.pod_namespace(),
-                       req.pod_name(),
-                       req.pod_uid(),
-                       netns::NetnsModeName(plan.mode),
-                       plan.devices,
-                       plan.warnings,
+  if (moves) FABRIC_RETURN_IF_ERROR(netns_ok);
+  AttachmentRecord rec{key,           req.netns(),    req.pod_namespace(), req.pod_name(),
+                       req.pod_uid(), plan.mode_name, plan.devices,        plan.warnings,
                        false};
   // Recorded before moving, so a crash half-way leaves DEL/GC something to undo.
   FABRIC_RETURN_IF_ERROR(store_.Save(rec));
@@ -284,6 +342,7 @@ absl::StatusOr<agentpb::CniResponse> CniService::Del(const agentpb::CniRequest& 
 }
 
 absl::StatusOr<agentpb::CniResponse> CniService::Check(const agentpb::CniRequest& req) {
+  const absl::Status netns_ok = CheckNetns(req.netns());
   std::lock_guard<std::mutex> lock(mu_);
   FABRIC_RETURN_IF_ERROR(Validate(req));
   FABRIC_ASSIGN_OR_RETURN(auto rec, store_.Load(KeyOf(req)));
@@ -304,6 +363,7 @@ absl::StatusOr<agentpb::CniResponse> CniService::Check(const agentpb::CniRequest
       return absl::FailedPreconditionError(
           "the RDMA netns mode changed to shared since ADD; moved devices are not isolated");
     }
+    FABRIC_RETURN_IF_ERROR(netns_ok);
     std::string netns = req.netns().empty() ? rec->netns : req.netns();
     auto links = rdma_->ListDevices(netns);
     if (!links.ok()) {

@@ -12,6 +12,7 @@
 #ifndef FABRIC_AGENT_CNI_SERVICE_CNI_SERVICE_H_
 #define FABRIC_AGENT_CNI_SERVICE_CNI_SERVICE_H_
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -54,12 +55,24 @@ class CniService {
   // The current attribution (for metrics labels, fabricctl, debugging).
   absl::StatusOr<std::vector<AttachmentRecord>> Attachments() const;
 
+  // How a CNI_NETNS path is verified to be a network namespace before the
+  // service takes its lock (default: netns::CheckNetnsPath, which needs nsfs).
+  // Tests that stand plain files in for namespaces replace it.
+  using NetnsCheck = std::function<absl::Status(const std::string& path)>;
+  void SetNetnsCheckForTest(NetnsCheck check) { netns_check_ = std::move(check); }
+
  private:
   struct Plan {
     std::vector<AttachedDevice> devices;
     std::vector<std::string> warnings;
-    netns::NetnsMode mode = netns::NetnsMode::kShared;
+    std::string mode_name = "shared";  // "shared" | "exclusive" | "unknown"
   };
+  // The CNI_NETNS check, run before the lock; OK for an empty path.
+  absl::Status CheckNetns(const std::string& path) const;
+  // A retried ADD: every device the record says was moved must be in the Pod
+  // netns. One still in the host netns (an earlier ADD stopped between
+  // recording and moving) is moved now; one anywhere else fails the ADD.
+  absl::Status EnsureMoved(const AttachmentRecord& rec);
   // What ADD does for this Pod (no side effects).
   absl::StatusOr<Plan> PlanFor(const std::string& ns, const std::string& pod);
   // Moves every kMoved device of `rec` back to the host netns. Returns true
@@ -73,6 +86,7 @@ class CniService {
   const DeviceResolver* resolver_;
   netns::RdmaNetlink* rdma_;
   AttachmentStore store_;
+  NetnsCheck netns_check_;
 };
 
 }  // namespace fabric::cni_service

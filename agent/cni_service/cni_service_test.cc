@@ -77,9 +77,19 @@ class CniServiceTest : public ::testing::Test {
         {"ns", "pod-efa", "side", "fabric.io/rdma-shared", {"rxe0-3"}},
     };
     pods_.known = {"ns/plain"};
-    service_ = std::make_unique<CniService>(paths_, &pods_, &resolver_, &rdma_);
+    service_ = NewService();
   }
   void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  // Plain files stand in for network namespaces here; the real check (nsfs)
+  // has its own tests below.
+  std::unique_ptr<CniService> NewService() {
+    auto s = std::make_unique<CniService>(paths_, &pods_, &resolver_, &rdma_);
+    s->SetNetnsCheckForTest([](const std::string& p) {
+      return PathExists(p) ? absl::OkStatus() : absl::NotFoundError(p);
+    });
+    return s;
+  }
 
   // A stand-in netns path: the service only needs it to exist.
   std::string MakeNetns(const std::string& name) {
@@ -198,7 +208,7 @@ TEST_F(CniServiceTest, DelMovesBackAndIsIdempotent) {
 TEST_F(CniServiceTest, DelSurvivesAgentRestart) {
   rdma_.SetMode(NetnsMode::kExclusive);
   ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
-  service_ = std::make_unique<CniService>(paths_, &pods_, &resolver_, &rdma_);
+  service_ = NewService();
   ASSERT_OK(service_->Del(Req("pod-a", "")).status());  // CNI_NETNS may be empty on DEL
   EXPECT_EQ(rdma_.Location("mlx5_0"), "");
 }
@@ -329,6 +339,78 @@ TEST_F(CniServiceTest, StatusIsReadyAndNamesMode) {
   auto s = service_->Status();
   EXPECT_TRUE(s.ready());
   EXPECT_THAT(s.message(), HasSubstr("exclusive"));
+}
+
+// Item 4 of issue 11: a Pod holding only EFA devices and shared tokens needs
+// nothing moved, so a kernel without (readable) RDMA netlink must not fail its
+// ADD. A Pod with a device that may have to move still needs the mode.
+TEST_F(CniServiceTest, EfaAndSharedTokenPodNeedsNoRdmaNetlink) {
+  rdma_.FailAll(absl::UnavailableError("open NETLINK_RDMA socket: Protocol not supported"));
+  auto resp = service_->Add(Req("pod-efa", netns_a_));
+  ASSERT_OK(resp.status());
+  ASSERT_EQ(resp->devices_size(), 2);
+  EXPECT_EQ(resp->devices(0).action(), agentpb::DeviceAttachment::NOT_MOVED_EFA);
+  EXPECT_EQ(resp->devices(1).action(), agentpb::DeviceAttachment::NOT_MOVED_SHARED_TOKEN);
+  EXPECT_EQ(resp->netns_mode(), "unknown");
+  EXPECT_THAT(resp->warnings(0), HasSubstr("Protocol not supported"));
+  EXPECT_TRUE(rdma_.moves().empty());
+  EXPECT_OK(service_->Check(Req("pod-efa", netns_a_)).status());
+  EXPECT_OK(service_->Del(Req("pod-efa", netns_a_)).status());
+  EXPECT_EQ(StateFiles(), 0u);
+  // pod-a holds an exclusive mlx5: whether to move it depends on the mode.
+  EXPECT_THAT(service_->Add(Req("pod-a", netns_a_)), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// Item 8: CNI_NETNS must be a network namespace before anything opens it.
+TEST_F(CniServiceTest, NetnsThatIsNotANamespaceIsRefusedBeforeMoving) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  CniService real(paths_, &pods_, &resolver_, &rdma_);  // default check: nsfs
+  std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& bad : {fifo, netns_a_}) {
+    auto resp = real.Add(Req("pod-a", bad));
+    EXPECT_THAT(resp, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+    EXPECT_THAT(std::string(resp.status().message()), HasSubstr("not a network namespace"));
+  }
+  EXPECT_TRUE(rdma_.moves().empty());
+  EXPECT_EQ(StateFiles(), 0u);
+  // A Pod with nothing to move is not failed over it.
+  EXPECT_OK(real.Add(Req("plain", fifo)).status());
+  // A real network namespace passes.
+  auto ok = real.Add(Req("pod-a", "/proc/self/ns/net"));
+  ASSERT_OK(ok.status());
+  EXPECT_EQ(rdma_.Location("mlx5_0"), "/proc/self/ns/net");
+  EXPECT_THAT(real.Check(Req("pod-a", fifo)), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Item 8: a retried ADD looks where the devices are. An ADD that recorded its
+// plan and stopped before moving (agent killed) left the device in the host:
+// the retry moves it instead of answering "done".
+TEST_F(CniServiceTest, RetriedAddMovesDeviceTheRecordClaimsButHostStillHas) {
+  rdma_.SetMode(NetnsMode::kExclusive);
+  AttachmentRecord rec;
+  rec.key = {"fabric-net", "cid-pod-a", "eth0"};
+  rec.netns = netns_a_;
+  rec.pod_namespace = "ns";
+  rec.pod_name = "pod-a";
+  rec.netns_mode = "exclusive";
+  rec.devices.push_back(
+      {"main", "fabric.io/rdma", "0000:01:00.0", "mlx5_0", DeviceAction::kMoved, "moved"});
+  ASSERT_OK(AttachmentStore(paths_.state_dir + "/cni").Save(rec));
+  ASSERT_EQ(rdma_.Location("mlx5_0"), "");
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  EXPECT_EQ(rdma_.Location("mlx5_0"), netns_a_);
+  // Already there: nothing more moves.
+  ASSERT_OK(service_->Add(Req("pod-a", netns_a_)).status());
+  EXPECT_EQ(rdma_.moves().size(), 1u);
+  // Somewhere else entirely: the retry fails, naming the device.
+  ASSERT_OK(rdma_.MoveDevice("mlx5_0", netns_a_, netns_b_));
+  auto resp = service_->Add(Req("pod-a", netns_a_));
+  EXPECT_THAT(resp, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("mlx5_0"));
+  // A retry naming another netns than the recorded one is refused.
+  EXPECT_THAT(service_->Add(Req("pod-a", netns_b_)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 }  // namespace

@@ -93,7 +93,6 @@ absl::Status Agent::Start() {
   pr.socket_path = options_.paths.PodResourcesSocket();
   pr.use_get = false;  // we want every Pod: List
   podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
-  watcher_ = std::thread([this] { RunAllocationWatcher(); });
   if (!options_.agent_socket.empty()) {
     auto nl = netns::MnlRdmaNetlink::Create();
     if (nl.ok()) {
@@ -111,6 +110,8 @@ absl::Status Agent::Start() {
     cni_server_ = std::make_unique<cni_service::CniAgentServer>(cni_.get());
     if (absl::Status s = cni_server_->Start(options_.agent_socket); !s.ok()) return s;
   }
+  // Started after cni_: the watcher reconciles through it.
+  watcher_ = std::thread([this] { RunAllocationWatcher(); });
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
     h.metrics = [this] { return MetricsText(); };
@@ -230,7 +231,7 @@ std::shared_ptr<const PoolSnapshot> Agent::BuildPoolSnapshot(const PoolConfig& p
       // Removed (hot-unplug, driver unbind): keep the ID so the kubelet keeps
       // its allocations, advertised Unhealthy.
       in.devices.push_back(node_.known.at(name));
-      in.health[name] = DeviceHealth{false, "device removed"};
+      in.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
     }
   }
   return BuildSnapshot(in);
@@ -416,7 +417,8 @@ std::string Agent::MetricsText() const {
     in.devices = node_.inventory.devices;
     in.health = node_.health;
     for (const auto& [name, dev] : node_.known) {
-      if (!node_.inventory.Find(name)) in.health[name] = DeviceHealth{false, "device removed"};
+      if (!node_.inventory.Find(name))
+        in.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
     }
     for (const auto& d : node_.inventory.devices) in.health.emplace(d.name, DeviceHealth{});
     in.holds = holds_;
@@ -445,7 +447,7 @@ std::string Agent::MetricsText() const {
       in.pools.push_back(std::move(m));
     }
   }
-  return RenderMetrics(in, options_.paths);
+  return metrics_renderer_.Render(in);
 }
 
 std::string Agent::NotReadyReason() const {

@@ -106,6 +106,8 @@ class Agent : public cni_service::DeviceResolver {
   void RunAllocationWatcher();
 
   const AgentOptions options_;
+  // Keeps counter files open between /metrics renders.
+  mutable MetricsRenderer metrics_renderer_{options_.paths};
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<AttachmentSource> attachments_;
   std::unique_ptr<Inventory> inventory_;  // publishes device lists into monitor_

@@ -122,6 +122,7 @@ bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
   if (!problem.empty()) {
     h->healthy = false;
     h->reason = problem;
+    h->cause = HealthCause::kPortDown;
   }
   return changed_state;
 }
@@ -164,6 +165,7 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
       now - track.last_growth < absl::Milliseconds(rule.quiet_period_ms)) {
     h->healthy = false;
     h->reason = track.last_problem;
+    h->cause = HealthCause::kErrorCounters;
   }
 }
 

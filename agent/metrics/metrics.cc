@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/file_util.h"
-#include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
 
@@ -51,73 +50,83 @@ std::string EscapeLabel(const std::string& v) {
 
 namespace {
 
-using Labels = std::vector<std::pair<std::string, std::string>>;
+// Label values are views: every sample is written before its values go away.
+using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
+
+void AppendEscaped(std::string* out, std::string_view v) {
+  if (v.find_first_of("\\\"\n") == std::string_view::npos) {
+    out->append(v);
+    return;
+  }
+  out->append(EscapeLabel(std::string(v)));
+}
 
 // Collects samples per family so each family's HELP/TYPE is written once and
-// its samples stay together, as the text format requires.
+// its samples stay together, as the text format requires. Appends in place:
+// no per-sample allocation beyond the growing family text.
 class Writer {
  public:
-  void Family(const std::string& name, const std::string& type, const std::string& help) {
-    if (!families_.count(name)) {
-      order_.push_back(name);
-      families_[name] =
-          absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-    }
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    if (Find(name) != nullptr) return;
+    std::string text = "# HELP ";
+    text.append(name).append(" ").append(help).append("\n# TYPE ");
+    text.append(name).append(" ").append(type).append("\n");
+    families_.push_back({std::string(name), std::move(text)});
   }
-  void Sample(const std::string& family, const std::string& name, const Labels& labels,
-              const std::string& value) {
-    std::string& out = families_[family];
-    out += name;
+  void Sample(std::string_view family, std::string_view name, const Labels& labels,
+              std::string_view value) {
+    std::string* out = Find(family);
+    if (out == nullptr) {
+      families_.push_back({std::string(family), ""});
+      out = &families_.back().second;
+      last_ = families_.size() - 1;
+    }
+    out->append(name);
     if (!labels.empty()) {
-      out += '{';
+      out->push_back('{');
       for (size_t i = 0; i < labels.size(); ++i) {
-        if (i) out += ',';
-        absl::StrAppend(&out, labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
+        if (i) out->push_back(',');
+        out->append(labels[i].first);
+        out->append("=\"");
+        AppendEscaped(out, labels[i].second);
+        out->push_back('"');
       }
-      out += '}';
+      out->push_back('}');
     }
-    absl::StrAppend(&out, " ", value, "\n");
+    out->push_back(' ');
+    out->append(value);
+    out->push_back('\n');
   }
-  void Sample(const std::string& name, const Labels& labels, uint64_t value) {
-    Sample(name, name, labels, absl::StrCat(value));
+  void Sample(std::string_view name, const Labels& labels, uint64_t value) {
+    char buf[absl::numbers_internal::kFastToBufferSize];
+    char* end = absl::numbers_internal::FastIntToBuffer(value, buf);
+    Sample(name, name, labels, std::string_view(buf, static_cast<size_t>(end - buf)));
   }
   std::string Text() const {
+    size_t n = 0;
+    for (const auto& f : families_) n += f.second.size();
     std::string out;
-    for (const std::string& f : order_) out += families_.at(f);
+    out.reserve(n);
+    for (const auto& f : families_) out += f.second;
     return out;
   }
 
  private:
-  std::vector<std::string> order_;
-  std::map<std::string, std::string> families_;
-};
-
-struct Counter {
-  std::string port;  // "0" for device-level
-  std::string name;
-  uint64_t value;
-};
-
-// Every hw counter the device exposes (device-level and per port) and the
-// PMA counters/ of each port.
-void ReadCounters(const SysfsLayout& layout, const RdmaDevice& dev, std::vector<Counter>* hw,
-                  std::vector<Counter>* pma) {
-  auto read_dir = [](const std::string& dir, const std::string& port, std::vector<Counter>* out) {
-    auto names = ListDir(dir);
-    if (!names.ok()) return;
-    for (const std::string& n : *names) {
-      if (n == "lifespan") continue;  // a setting, not a counter
-      auto v = ReadU64(dir + "/" + n);
-      if (v.ok()) out->push_back({port, n, *v});
+  std::string* Find(std::string_view name) {
+    if (last_ < families_.size() && families_[last_].first == name) return &families_[last_].second;
+    for (size_t i = 0; i < families_.size(); ++i) {
+      if (families_[i].first == name) {
+        last_ = i;
+        return &families_[i].second;
+      }
     }
-  };
-  read_dir(layout.DeviceHwCountersDir(dev.name), "0", hw);
-  for (const PortInfo& p : dev.ports) {
-    const std::string port = absl::StrCat(p.number);
-    read_dir(layout.PortHwCountersDir(dev.name, p.number), port, hw);
-    read_dir(layout.PortPmaCountersDir(dev.name, p.number), port, pma);
+    return nullptr;
   }
-}
+  std::vector<std::pair<std::string, std::string>> families_;  // in order of first use
+  size_t last_ = 0;
+};
+
+using Counter = CounterValue;
 
 bool IsPmaData(const std::string& name, std::string* direction) {
   if (name == "port_xmit_data")
@@ -129,10 +138,7 @@ bool IsPmaData(const std::string& name, std::string* direction) {
   return true;
 }
 
-}  // namespace
-
-std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
-  const SysfsLayout layout(paths);
+std::string Render(const MetricsInput& in, CounterReader& reader) {
   Writer w;
   w.Family("fabric_build_info", "gauge", "Agent build information.");
   w.Sample("fabric_build_info", {{"version", in.version}}, 1);
@@ -173,7 +179,7 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
       w.Sample("fabric_port_active", {{"device", d.name}, {"port", port}}, p.active() ? 1 : 0);
     }
     auto& [hw, pma] = counters[d.name];
-    ReadCounters(layout, d, &hw, &pma);
+    reader.Read(d, &hw, &pma);
     for (const Counter& c : hw) {
       w.Sample("fabric_hw_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                c.value);
@@ -190,7 +196,9 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     }
   }
   for (const auto& [name, h] : in.health) {
-    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", h.healthy ? "" : h.reason}},
+    // The bounded cause, never the detail ("cmds_err grew by 5"): one series
+    // per device and cause. The detail is in the log and /v1/node.
+    w.Sample("fabric_device_healthy", {{"device", name}, {"reason", h.CauseLabel()}},
              h.healthy ? 1 : 0);
   }
 
@@ -246,22 +254,19 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
     if (!seen.insert({hold.ns, hold.pod, hold.container, hold.device}).second) continue;
     auto it = counters.find(hold.device);
     if (it == counters.end()) continue;
-    const Labels pod = {{"namespace", hold.ns},
-                        {"pod", hold.pod},
-                        {"container", hold.container},
-                        {"device", hold.device}};
+    Labels l = {{"namespace", hold.ns},  {"pod", hold.pod}, {"container", hold.container},
+                {"device", hold.device}, {"port", ""},      {"counter", ""}};
     for (const Counter& c : it->second.first) {
-      Labels l = pod;
-      l.push_back({"port", c.port});
-      l.push_back({"counter", c.name});
+      l[4].second = c.port;
+      l[5].second = c.name;
       w.Sample("fabric_pod_hw_stat_total", l, c.value);
     }
+    l[5].first = "direction";
     for (const Counter& c : it->second.second) {
       std::string dir;
       if (!IsPmaData(c.name, &dir)) continue;
-      Labels l = pod;
-      l.push_back({"port", c.port});
-      l.push_back({"direction", dir});
+      l[4].second = c.port;
+      l[5].second = dir;
       w.Sample("fabric_pod_port_data_bytes_total", l, c.value * 4);
     }
   }
@@ -273,7 +278,25 @@ std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
   w.Sample("fabric_podresources_errors_total", {}, in.podresources_errors);
   w.Family("fabric_discovery_warnings", "gauge", "Devices or files skipped by the last discovery.");
   w.Sample("fabric_discovery_warnings", {}, in.discovery_warnings);
+  std::set<std::string> live;
+  for (const RdmaDevice& d : in.devices) live.insert(d.name);
+  reader.Retain(live);
   return w.Text();
+}
+
+}  // namespace
+
+MetricsRenderer::MetricsRenderer(HostPaths paths, CounterFiles* files)
+    : counters_(std::move(paths), files) {}
+
+std::string MetricsRenderer::Render(const MetricsInput& in) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fabric::Render(in, counters_);
+}
+
+std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
+  CounterReader reader(paths);
+  return Render(in, reader);
 }
 
 }  // namespace fabric

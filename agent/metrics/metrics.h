@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "agent/base/host_paths.h"
+#include "agent/metrics/counter_reader.h"
 #include "agent/model/device.h"
 
 namespace fabric {
@@ -68,7 +70,22 @@ struct MetricsInput {
 };
 
 // Renders the Prometheus text format (version 0.0.4). Counter files are read
-// from paths.sysfs_root at render time.
+// at render time through descriptors it keeps open between renders
+// (CounterReader), so a render costs one pread per counter and opens no file
+// once the node's counter set is known. Renders are serialized.
+class MetricsRenderer {
+ public:
+  // `files` is borrowed (nullptr: the real filesystem under paths.sysfs_root).
+  explicit MetricsRenderer(HostPaths paths, CounterFiles* files = nullptr);
+  std::string Render(const MetricsInput& in);
+
+ private:
+  std::mutex mu_;
+  CounterReader counters_;
+};
+
+// One render that opens, reads and closes every counter file (fabricctl,
+// tests). A long-lived caller keeps a MetricsRenderer instead.
 std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths);
 
 // Label value escaping per the text format (\\, \", \n).

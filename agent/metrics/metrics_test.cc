@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/health/health_monitor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
@@ -38,7 +39,7 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
   fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 1000);
   fs.SetPortState("mlx5_0", 1, "1: DOWN", "3: Disabled");
   MetricsInput in = Input(fs);
-  in.health["mlx5_0"] = DeviceHealth{false, "port 1 DOWN/Disabled"};
+  in.health["mlx5_0"] = DeviceHealth{false, "port 1 DOWN/Disabled", HealthCause::kPortDown};
   in.holds.push_back({"kv", "member-0", "store", "vpc.amazonaws.com/efa", "rdmap79s0"});
   PoolMetrics p;
   p.resource = "vpc.amazonaws.com/efa";
@@ -65,9 +66,7 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
       HasSubstr(
           "fabric_port_data_bytes_total{device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 4000\n"));
   EXPECT_THAT(text, HasSubstr("fabric_port_active{device=\"mlx5_0\",port=\"1\"} 0\n"));
-  EXPECT_THAT(
-      text,
-      HasSubstr("fabric_device_healthy{device=\"mlx5_0\",reason=\"port 1 DOWN/Disabled\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_device_healthy{device=\"mlx5_0\",reason=\"port_down\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("fabric_device_healthy{device=\"rdmap79s0\",reason=\"\"} 1\n"));
   EXPECT_THAT(
       text,
@@ -78,6 +77,131 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
                               "com/efa\",le=\"+Inf\"} 0\n"));
   // The mlx5 device is not held: no Pod series for it.
   EXPECT_THAT(text, Not(HasSubstr("pod=\"member-0\",container=\"store\",device=\"mlx5_0\"")));
+}
+
+// Issue 11 item 6: the reason label is a small fixed set. Health verdicts come
+// from the real monitor; each EFA error-counter growth has its own detail
+// ("cmds_err grew by 5"), and none of it may reach a label value.
+TEST(MetricsTest, HealthReasonLabelIsBoundedWhateverTheDetail) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  fs.SetCounter("rdmap79s0", 0, "cmds_err", 0);
+  HealthConfig cfg;
+  cfg.efa.error_counters = {{"cmds_err", 1}};
+  cfg.efa.check_interval_ms = 1000;
+  HealthMonitor monitor(fs.paths(), cfg, [](const NodeInventory&, const auto&) {});
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  absl::Time t = absl::FromUnixSeconds(1000000);
+  monitor.Prime(*inv, t);
+  const std::set<std::string> allowed = {"", "port_down", "error_counters", "device_removed",
+                                         "other"};
+  const std::regex healthy_re("^fabric_device_healthy\\{device=\"([^\"]*)\",reason=\"([^\"]*)\"\\}",
+                              std::regex::multiline);
+  std::set<std::string> series;
+  uint64_t cmds_err = 0;
+  for (uint64_t growth : {5, 7, 1234}) {
+    fs.SetCounter("rdmap79s0", 0, "cmds_err", cmds_err += growth);
+    fs.SetPortState("mlx5_0", 1, growth == 7 ? "1: DOWN" : "2: INIT", "3: Disabled");
+    t += absl::Seconds(2);
+    monitor.Tick(t);
+    MetricsInput in = Input(fs);
+    in.health = monitor.health();
+    ASSERT_FALSE(in.health["rdmap79s0"].healthy);
+    EXPECT_THAT(in.health["rdmap79s0"].reason, HasSubstr(absl::StrCat(growth)));  // detail kept
+    const std::string text = RenderMetrics(in, fs.paths());
+    for (std::sregex_iterator it(text.begin(), text.end(), healthy_re), end; it != end; ++it) {
+      EXPECT_TRUE(allowed.count((*it)[2])) << "unbounded reason label: " << (*it)[2];
+      series.insert((*it)[1].str() + "/" + (*it)[2].str());
+    }
+  }
+  EXPECT_EQ(series, (std::set<std::string>{"mlx5_0/port_down", "rdmap79s0/error_counters"}));
+}
+
+TEST(MetricsTest, RemovedAndUnclassifiedCausesHaveFixedLabels) {
+  EXPECT_EQ((DeviceHealth{false, "device removed", HealthCause::kRemoved}).CauseLabel(),
+            "device_removed");
+  EXPECT_EQ((DeviceHealth{false, "anything 42"}).CauseLabel(), "other");
+  EXPECT_EQ(DeviceHealth{}.CauseLabel(), "");
+}
+
+class CountingFiles : public CounterFiles {
+ public:
+  absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override {
+    lists++;
+    return CounterFiles::List(dir);
+  }
+  int Open(const std::string& path) override {
+    opens++;
+    return CounterFiles::Open(path);
+  }
+  int opens = 0, lists = 0;
+};
+
+// Issue 13: a render used to open ~1,100 sysfs files at 32 devices. Once the
+// counter set is known a render opens none (one pread each) and still sees
+// the current values. Not timed: it counts opens through the seam.
+TEST(MetricsRendererTest, RenderOpensNoFileOnceCountersAreKnown) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 100);
+  fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 10);
+  MetricsInput in = Input(fs);
+  in.holds.push_back({"ns", "p", "c", "r.io/x", "rdmap79s0"});
+  CountingFiles files;
+  MetricsRenderer renderer(fs.paths(), &files);
+  const std::string first = renderer.Render(in);
+  EXPECT_EQ(first, RenderMetrics(in, fs.paths()));  // same text as a one-shot render
+  // Every counter file opened once; nothing else.
+  size_t counter_lines = 0;
+  for (const char* family :
+       {"fabric_hw_stat_total{", "fabric_port_data_bytes_total{", "fabric_pma_stat_total{"}) {
+    for (size_t pos = 0; (pos = first.find(std::string("\n") + family, pos)) != std::string::npos;
+         ++pos) {
+      ++counter_lines;
+    }
+  }
+  ASSERT_GT(counter_lines, 0u);
+  EXPECT_EQ(static_cast<size_t>(files.opens), counter_lines);
+
+  files.opens = files.lists = 0;
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 4242);
+  fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 11);
+  for (int i = 0; i < 3; ++i) {
+    const std::string text = renderer.Render(in);
+    EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 4242\n"));
+    EXPECT_THAT(text, HasSubstr("device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 44\n"));
+  }
+  EXPECT_EQ(files.opens, 0);
+  EXPECT_EQ(files.lists, 0);
+}
+
+TEST(MetricsRendererTest, DescriptorsOfDevicesNoLongerRenderedAreClosed) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
+  MetricsInput in = Input(fs);
+  CounterReader reader(fs.paths());
+  std::vector<CounterValue> hw, pma;
+  for (const auto& d : in.devices) reader.Read(d, &hw, &pma);
+  const size_t both = reader.open_descriptors();
+  ASSERT_GT(both, 0u);
+  reader.Retain({"rdmap79s0"});
+  EXPECT_EQ(reader.open_descriptors() * 2, both);
+  // A device whose identity changed (re-created: new verbs node) is listed again.
+  RdmaDevice moved = in.devices[0];
+  moved.uverbs.rel_path = "infiniband/uverbs9";
+  CountingFiles files;
+  CounterReader counting(fs.paths(), &files);
+  counting.Read(in.devices[0], &hw, &pma);
+  const int opens = files.opens;
+  counting.Read(in.devices[0], &hw, &pma);
+  EXPECT_EQ(files.opens, opens);
+  counting.Read(moved, &hw, &pma);
+  EXPECT_EQ(files.opens, 2 * opens);
 }
 
 TEST(MetricsTest, LabelValuesAreEscaped) {

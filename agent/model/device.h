@@ -63,11 +63,20 @@ struct RdmaDevice {
   std::string LinkLayer() const { return ports.empty() ? "" : ports.front().link_layer; }
 };
 
+// Why a device is Unhealthy, as a small fixed set: this, not the free-text
+// reason, is what metrics label, so a new detail never makes a new series.
+enum class HealthCause { kNone, kPortDown, kErrorCounters, kRemoved, kOther };
+// "" (kNone), "port_down", "error_counters", "device_removed", "other".
+std::string_view HealthCauseName(HealthCause c);
+
 // Health of one device as the agent advertises it.
 struct DeviceHealth {
   bool healthy = true;
-  std::string reason;  // why Unhealthy: "port 1 DOWN/Disabled", "device removed", ...
+  std::string reason;  // detail for logs and /v1/node: "port 1 DOWN/Disabled", "device removed"
+  HealthCause cause = HealthCause::kNone;  // the bounded form of `reason`
   bool operator==(const DeviceHealth&) const = default;
+  // The bounded label for metrics: "" when healthy, "other" if no cause was set.
+  std::string_view CauseLabel() const;
 };
 
 // Everything found on the node by one discovery pass.

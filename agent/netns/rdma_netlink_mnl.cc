@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
+#include "agent/netns/netns_path.h"
 #include "agent/netns/rdma_netlink_wire.h"
 
 namespace fabric::netns {
@@ -87,10 +88,11 @@ absl::StatusOr<MnlSocket> OpenSocketInFd(int fd, const std::string& what) {
   return result;
 }
 
+// Refuses anything that is not a network namespace, without blocking on it.
 absl::StatusOr<UniqueFd> OpenNetns(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError(errno, "open netns", path);
-  return fd;
+  auto fd = OpenNetnsFd(path);
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
 }
 
 absl::StatusOr<MnlSocket> OpenSocketIn(const std::string& netns_path) {

@@ -639,6 +639,25 @@ TEST(AgentSideFilesTest, CdiSpecNfdFileAndCniResolver) {
   agent.Stop();
 }
 
+// The allocation watcher reconciles through the CNI service, so it must not
+// start before that exists: it read the pointer while Start() assigned it, a
+// data race that TSan reports (tools/test.sh runs this test under TSan). A
+// 1 ms PodResources interval makes the watcher read it continuously.
+TEST(AgentStartTest, WatcherStartsAfterTheCniServiceItUses) {
+  TempDir dir;
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  AgentOptions o = SampleNodeOptions("rxe", dir.path());
+  o.paths.state_dir = dir.path() + "/state";
+  o.agent_socket = dir.path() + "/agent/agent.sock";
+  o.podresources_interval = absl::Milliseconds(1);
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(PathExists(o.agent_socket));
+  agent.Stop();
+}
+
 }  // namespace
 }  // namespace fabric
 

@@ -1,0 +1,200 @@
+#include "agent/metrics/counter_reader.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/file_util.h"
+#include "agent/inventory/sysfs_layout.h"
+
+namespace fabric {
+namespace {
+
+// Descriptors all CounterReaders may hold together: half of what RLIMIT_NOFILE
+// leaves after a reserve for sockets, inotify and the rest, at most 16384.
+class FdBudget {
+ public:
+  static FdBudget& Get() {
+    static FdBudget* b = new FdBudget();
+    return *b;
+  }
+  bool Take() {
+    int64_t held = held_.fetch_add(1, std::memory_order_relaxed);
+    if (held < limit_) return true;
+    held_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  void Give() { held_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  FdBudget() {
+    struct rlimit rl {};
+    int64_t soft = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      if (rl.rlim_cur < rl.rlim_max) {
+        // Raising the soft limit to the hard one is always allowed.
+        struct rlimit raised = rl;
+        raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+      }
+      soft = rl.rlim_cur == RLIM_INFINITY ? 1048576 : static_cast<int64_t>(rl.rlim_cur);
+    }
+    constexpr int64_t kReserve = 1024;
+    limit_ = std::min<int64_t>(16384, std::max<int64_t>(0, (soft - kReserve) / 2));
+  }
+  std::atomic<int64_t> held_{0};
+  int64_t limit_ = 0;
+};
+
+bool ParseCounter(const char* buf, size_t n, uint64_t* v) {
+  absl::string_view s = absl::StripAsciiWhitespace(absl::string_view(buf, n));
+  return !s.empty() && s.front() != '-' && absl::SimpleAtoi(s, v);
+}
+
+std::string Identity(const RdmaDevice& dev) {
+  std::string id = absl::StrCat(dev.uverbs.rel_path, "|", dev.node_guid, "|");
+  for (const PortInfo& p : dev.ports) absl::StrAppend(&id, p.number, ",");
+  return id;
+}
+
+}  // namespace
+
+std::vector<CounterDir> CounterDirsOf(const HostPaths& paths, const RdmaDevice& dev) {
+  const SysfsLayout layout(paths);
+  std::vector<CounterDir> out;
+  out.push_back({layout.DeviceHwCountersDir(dev.name), "0", false});
+  for (const PortInfo& p : dev.ports) {
+    const std::string port = absl::StrCat(p.number);
+    out.push_back({layout.PortHwCountersDir(dev.name, p.number), port, false});
+    out.push_back({layout.PortPmaCountersDir(dev.name, p.number), port, true});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> CounterFiles::List(const std::string& dir) {
+  return ListDir(dir);
+}
+
+int CounterFiles::Open(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
+CounterReader::CounterReader(HostPaths paths, CounterFiles* files, absl::Duration relist_interval)
+    : paths_(std::move(paths)), relist_interval_(relist_interval) {
+  if (files == nullptr) {
+    owned_files_ = std::make_unique<CounterFiles>();
+    files = owned_files_.get();
+  }
+  files_ = files;
+}
+
+CounterReader::~CounterReader() {
+  for (auto& [name, d] : devices_) CloseAll(&d);
+}
+
+void CounterReader::CloseAll(Device* d) {
+  for (File& f : d->files) {
+    if (f.fd >= 0) {
+      ::close(f.fd);
+      FdBudget::Get().Give();
+    }
+  }
+  d->files.clear();
+}
+
+void CounterReader::List(const RdmaDevice& dev, Device* d) {
+  CloseAll(d);
+  d->identity = Identity(dev);
+  d->listed_at = absl::Now();
+  for (const CounterDir& dir : CounterDirsOf(paths_, dev)) {
+    auto names = files_->List(dir.dir);
+    if (!names.ok()) continue;
+    for (const std::string& n : *names) {
+      if (n == "lifespan") continue;  // a setting, not a counter
+      File f{absl::StrCat(dir.dir, "/", n), dir.port, n, dir.pma, -1};
+      if (FdBudget::Get().Take()) {
+        f.fd = files_->Open(f.path);
+        if (f.fd < 0) {
+          FdBudget::Get().Give();
+          continue;  // gone or unreadable: not a counter we can serve
+        }
+      }
+      d->files.push_back(std::move(f));
+    }
+  }
+}
+
+absl::StatusOr<uint64_t> CounterReader::ReadOne(File& f) {
+  char buf[64];
+  ssize_t n;
+  if (f.fd >= 0) {
+    n = ::pread(f.fd, buf, sizeof(buf), 0);
+  } else {
+    int fd = files_->Open(f.path);
+    if (fd < 0) return absl::NotFoundError(f.path);
+    n = ::pread(fd, buf, sizeof(buf), 0);
+    ::close(fd);
+  }
+  if (n < 0) return absl::UnavailableError(absl::StrCat(f.path, ": read failed"));
+  uint64_t v;
+  if (!ParseCounter(buf, static_cast<size_t>(n), &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(f.path, ": not a counter"));
+  }
+  return v;
+}
+
+void CounterReader::Read(const RdmaDevice& dev, std::vector<CounterValue>* hw,
+                         std::vector<CounterValue>* pma) {
+  Device& d = devices_[dev.name];
+  const absl::Time now = absl::Now();
+  bool listed = false;
+  if (d.identity != Identity(dev) || now - d.listed_at >= relist_interval_) {
+    List(dev, &d);
+    listed = true;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool failed = false;
+    const size_t hw0 = hw->size(), pma0 = pma->size();
+    for (File& f : d.files) {
+      auto v = ReadOne(f);
+      if (!v.ok()) {
+        // A file the kernel removed (ENODEV) or one that went bad: list again.
+        if (absl::IsUnavailable(v.status()) || absl::IsNotFound(v.status())) failed = true;
+        continue;
+      }
+      (f.pma ? pma : hw)->push_back({f.port, f.name, *v});
+    }
+    if (!failed || listed) return;
+    hw->resize(hw0);
+    pma->resize(pma0);
+    List(dev, &d);
+    listed = true;
+  }
+}
+
+void CounterReader::Retain(const std::set<std::string>& live) {
+  for (auto it = devices_.begin(); it != devices_.end();) {
+    if (live.count(it->first)) {
+      ++it;
+      continue;
+    }
+    CloseAll(&it->second);
+    it = devices_.erase(it);
+  }
+}
+
+size_t CounterReader::open_descriptors() const {
+  size_t n = 0;
+  for (const auto& [name, d] : devices_) {
+    for (const File& f : d.files) n += f.fd >= 0;
+  }
+  return n;
+}
+
+}  // namespace fabric

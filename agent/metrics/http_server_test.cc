@@ -1,0 +1,222 @@
+#include "agent/metrics/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
+
+namespace fabric {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+int Connect(int port, int rcv_timeout_ms = 3000) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval tv{rcv_timeout_ms / 1000, (rcv_timeout_ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct Reply {
+  int status = 0;  // 0: no (complete) answer within the timeout
+  std::string head, body;
+};
+
+// One request the way a kubelet probe sends it, answered within `timeout_ms`.
+Reply Get(int port, const std::string& path, int timeout_ms = 3000,
+          const std::string& method = "GET") {
+  Reply r;
+  int fd = Connect(port, timeout_ms);
+  if (fd < 0) return r;
+  const std::string req = method + " " + path +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.30\r\n"
+                          "Connection: close\r\n\r\n";
+  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return r;
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
+  const bool timed_out = n < 0;
+  ::close(fd);
+  if (timed_out || resp.rfind("HTTP/1.", 0) != 0) return r;
+  r.status = std::atoi(resp.c_str() + 9);
+  const size_t end = resp.find("\r\n\r\n");
+  r.head = resp.substr(0, end);
+  if (end != std::string::npos) r.body = resp.substr(end + 4);
+  return r;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(HttpServerOptions opts = {}, absl::Duration cache = absl::Seconds(1)) {
+    HttpHandlers h;
+    h.metrics = [this] {
+      renders_++;
+      std::this_thread::sleep_for(render_delay_);
+      return metrics_body_;
+    };
+    h.not_ready_reason = [this] { return not_ready_; };
+    h.node_json = [] { return std::string("{\"devices\":[]}\n"); };
+    server_ = std::make_unique<HttpServer>(h, cache, opts);
+    ASSERT_OK(server_->Start("127.0.0.1:0"));
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+  std::string metrics_body_ = "fabric_build_info{version=\"t\"} 1\n";
+  std::string not_ready_;
+  std::chrono::milliseconds render_delay_{0};
+  std::atomic<int> renders_{0};
+};
+
+TEST_F(HttpServerTest, ServesTheFourEndpoints) {
+  StartServer();
+  Reply h = Get(port_, "/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, "ok\n");
+  EXPECT_THAT(h.head, HasSubstr("Content-Length: 3"));
+  Reply m = Get(port_, "/metrics?x=1");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(m.body, metrics_body_);
+  EXPECT_THAT(m.head, HasSubstr("text/plain; version=0.0.4"));
+  EXPECT_EQ(Get(port_, "/readyz").status, 200);
+  not_ready_ = "vpc.amazonaws.com/efa not registered";
+  Reply r = Get(port_, "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.body, not_ready_ + "\n");
+  Reply n = Get(port_, "/v1/node");
+  EXPECT_EQ(n.status, 200);
+  EXPECT_THAT(n.head, HasSubstr("application/json"));
+  EXPECT_EQ(Get(port_, "/nope").status, 404);
+  EXPECT_EQ(Get(port_, "/metrics", 3000, "POST").status, 405);
+  Reply head = Get(port_, "/metrics", 3000, "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+}
+
+// Issue 11 item 9: four slow clients (connected, request half sent, never
+// finished) used to hold all four server threads for the 5 s read timeout,
+// so a liveness probe with a 1 s timeout failed and the kubelet restarted
+// the agent. Four more ask for a big /metrics and never read it.
+TEST_F(HttpServerTest, SlowClientsDoNotStarveHealthz) {
+  metrics_body_ = std::string(8 << 20, 'x');  // more than the socket buffers hold
+  StartServer();
+  std::vector<int> slow;
+  for (int i = 0; i < 4; ++i) {
+    int fd = Connect(port_);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "GET /metrics HTTP/1.1\r\nHost:", 28), 28);
+    slow.push_back(fd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    int fd = Connect(port_);
+    ASSERT_GE(fd, 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    slow.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    Reply h = Get(port_, "/healthz", /*timeout_ms=*/1000);  // the chart's probe timeout
+    EXPECT_EQ(h.status, 200) << "probe " << i << " not answered within 1 s";
+    EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1000));
+  }
+  EXPECT_EQ(Get(port_, "/readyz", 1000).status, 200);
+  for (int fd : slow) ::close(fd);
+}
+
+// More idle connections than the cap: the probe still gets in (the oldest
+// connection that never sent a request is dropped for it).
+TEST_F(HttpServerTest, IdleConnectionsBeyondTheCapDoNotLockOutProbes) {
+  HttpServerOptions opts;
+  opts.max_connections = 8;
+  StartServer(opts);
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) {
+    int fd = Connect(port_);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Reply h = Get(port_, "/healthz", 1000);
+  EXPECT_EQ(h.status, 200);
+  // The dropped ones were closed by the server: reading them yields EOF.
+  int closed = 0;
+  for (int fd : idle) {
+    char c;
+    timeval tv{0, 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (::read(fd, &c, 1) == 0) ++closed;
+    ::close(fd);
+  }
+  EXPECT_GE(closed, 40 - 8);
+}
+
+// A request head that trickles in is cut off after read_timeout.
+TEST_F(HttpServerTest, RequestHeadMustArriveWithinTheReadTimeout) {
+  HttpServerOptions opts;
+  opts.read_timeout = absl::Milliseconds(300);
+  StartServer(opts);
+  int fd = Connect(port_, 3000);
+  ASSERT_GE(fd, 0);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(::write(fd, "GET /hea", 8), 8);
+  char c;
+  EXPECT_EQ(::read(fd, &c, 1), 0);  // closed by the server
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
+  ::close(fd);
+}
+
+// A slow render runs off the loop: probes answer while it runs, and scrapers
+// that arrive during it share it instead of each paying for one.
+TEST_F(HttpServerTest, SlowRenderNeitherBlocksProbesNorRunsPerScraper) {
+  render_delay_ = std::chrono::milliseconds(500);
+  StartServer({}, absl::ZeroDuration());  // no cache: only the sharing helps
+  std::vector<std::thread> scrapers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    scrapers.emplace_back([&] { ok += Get(port_, "/metrics", 5000).status == 200; });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = Clock::now();
+  EXPECT_EQ(Get(port_, "/healthz", 1000).status, 200);
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(400));
+  for (auto& t : scrapers) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_LE(renders_.load(), 2);  // the first alone, then every one queued behind it
+}
+
+TEST_F(HttpServerTest, BadAddressesAreRefused) {
+  HttpServer s(HttpHandlers{}, absl::Seconds(1));
+  EXPECT_THAT(s.Start("nonsense"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(s.Start("127.0.0.1:99999"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace fabric
