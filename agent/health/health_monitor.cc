@@ -1,5 +1,7 @@
 #include "agent/health/health_monitor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
@@ -32,6 +34,7 @@ std::map<std::string, DeviceHealth> HealthMonitor::Prime(const NodeInventory& in
   std::lock_guard<std::mutex> lock(mu_);
   inventory_ = inventory;
   listing_ = Listing(paths_);
+  if (!inventory.warnings.empty()) retry_at_ = now;  // see RefreshInventory
   health_ = Evaluate(now);
   return health_;
 }
@@ -73,18 +76,35 @@ uint64_t HealthMonitor::changes() const {
   return changes_;
 }
 
-bool HealthMonitor::RefreshInventory() {
+bool HealthMonitor::RefreshInventory(absl::Time now) {
   std::vector<std::string> listing = Listing(paths_);
-  if (listing == listing_) return false;
+  const bool retry = listing == listing_;
+  if (retry && now < retry_at_) return false;
   listing_ = std::move(listing);
   auto inv = DiscoverNode(paths_);
+  // A device skipped for a file it could not read (mid hot-plug, a transient
+  // error) would otherwise stay "removed" until some other device changes the
+  // listing: look again, backing off 1 s doubling to 10 s while it persists.
+  if (!inv.ok() || !inv->warnings.empty()) {
+    retry_backoff_ = std::clamp(retry_backoff_ * 2, absl::Seconds(1), absl::Seconds(10));
+    retry_at_ = now + retry_backoff_;
+  } else {
+    retry_backoff_ = absl::ZeroDuration();
+    retry_at_ = absl::InfiniteFuture();
+  }
   if (!inv.ok()) {
     LogWarn(Component::kHealth, "rediscovery failed, keeping the last device set: {}",
             inv.status().message());
     return false;
   }
+  // A retry that finds the same devices is not a change worth publishing.
+  const bool same =
+      retry && std::equal(inv->devices.begin(), inv->devices.end(), inventory_.devices.begin(),
+                          inventory_.devices.end(), [](const RdmaDevice& a, const RdmaDevice& b) {
+                            return a.name == b.name;
+                          });
   inventory_ = *inv;
-  return true;
+  return !same;
 }
 
 bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h) {
@@ -195,7 +215,7 @@ bool HealthMonitor::Tick(absl::Time now) {
   std::map<std::string, DeviceHealth> health;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool devices_changed = RefreshInventory();
+    const bool devices_changed = RefreshInventory(now);
     health = Evaluate(now);
     if (!devices_changed && health == health_) return false;
     for (const auto& [name, h] : health) {

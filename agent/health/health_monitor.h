@@ -55,7 +55,7 @@ class HealthMonitor {
     std::string last_problem;
   };
 
-  bool RefreshInventory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RefreshInventory(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth* h)
@@ -69,6 +69,10 @@ class HealthMonitor {
   HealthConfig config_ ABSL_GUARDED_BY(mu_);
   NodeInventory inventory_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listing_ ABSL_GUARDED_BY(mu_);
+  // Rediscover at this time even if the listing is unchanged (the last one
+  // skipped a device or failed), with this backoff.
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Duration retry_backoff_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<std::string, DeviceHealth> health_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<int, PortTrack>> ports_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, EfaTrack> efa_ ABSL_GUARDED_BY(mu_);

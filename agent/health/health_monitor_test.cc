@@ -1,5 +1,6 @@
 #include "agent/health/health_monitor.h"
 
+#include "agent/base/file_util.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -151,6 +152,32 @@ TEST_F(HealthMonitorTest, HotPlugIsPublished) {
   ASSERT_TRUE(Tick());
   EXPECT_EQ(last_inv_.Find("rdmap79s0"), nullptr);
   EXPECT_EQ(last_health_.count("rdmap79s0"), 0u);
+}
+
+// Found by test/hostile (flapping sysfs): a device skipped during a
+// rediscovery because one of its files was unreadable for a moment stayed
+// "removed" for good, since only a change of the class listing triggered the
+// next rediscovery. A rediscovery that skipped something is retried.
+TEST_F(HealthMonitorTest, DeviceSkippedForAGarbageFileIsRediscoveredWhenItHeals) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  StartMonitor();
+  const std::string numa = fs_.IbDevicePath("rdmap79s0") + "/device/numa_node";
+  const std::string good = *ReadFile(numa);
+  fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});    // the listing changes...
+  ASSERT_OK(WriteFileAtomic(numa, "garbage\n"));  // ...while a file reads garbage
+  Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(Tick());
+  ASSERT_EQ(last_inv_.Find("rdmap79s0"), nullptr);  // skipped, with a warning
+  ASSERT_OK(WriteFileAtomic(numa, good));
+  for (int i = 0; i < 300 && last_inv_.Find("rdmap79s0") == nullptr; ++i) {
+    Advance(absl::Milliseconds(200));
+    Tick();
+  }
+  EXPECT_NE(last_inv_.Find("rdmap79s0"), nullptr) << "never rediscovered";
+  EXPECT_TRUE(H("rdmap79s0").healthy);
+  // Nothing skipped any more: no further rediscoveries, so nothing published.
+  Advance(absl::Minutes(5));
+  EXPECT_FALSE(Tick());
 }
 
 }  // namespace
