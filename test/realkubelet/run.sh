@@ -112,8 +112,8 @@ stop_agent() { ns_stop agent; }
 metrics() { in_ns curl -sf -m 5 http://127.0.0.1:9435/metrics; }
 agent_node() { in_ns curl -sf -m 5 http://127.0.0.1:9435/v1/node; }
 checkpoint() { cat "$RK_KUBELET_DIR/device-plugins/kubelet_internal_checkpoint" 2>/dev/null; }
-# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one). DeviceIDs is a list
-# in v1.20 and a NUMA-node -> list map from v1.21 on.
+# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one). DeviceIDs is a
+# NUMA-node -> list map (DevicesPerNUMA) in v1.20; older kubelets wrote a plain list.
 pod_device_ids() {  # NAME [RESOURCE]
   local uid
   uid=$(pod_uid "$1")

@@ -321,8 +321,6 @@ void KubeletSim::WriteCheckpointLocked() {
   for (const auto& [key, record] : allocations_) {
     nlohmann::json per_numa = nlohmann::json::object();
     for (const auto& [node, ids] : record.devices_per_numa) per_numa[std::to_string(node)] = ids;
-    // v1.20's PodDevicesEntry.DeviceIDs is []string; the per-NUMA map came in 1.21.
-    if (options_.version == KubeletVersion::kV1_20) per_numa = record.device_ids;
     std::string raw;
     record.response.SerializeToString(&raw);
     entries.push_back({{"PodUID", record.pod},
