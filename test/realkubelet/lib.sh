@@ -9,7 +9,9 @@
 #                            Env: RK_KUBELET (binary; default build-kubelet.sh's cache),
 #                            RK_DEV_IB (folder bind-mounted over /dev/infiniband, optional),
 #                            RK_CNI_CONFLIST (file: containerd's CNI config; empty: hostNetwork only),
-#                            RK_CNI_BIN_EXTRA (files added to the CNI bin dir, e.g. fabric-cni).
+#                            RK_CNI_BIN_EXTRA (files added to the CNI bin dir, e.g. fabric-cni),
+#                            RK_NODE_IP (the node's address inside the namespace, 10.98.0.1),
+#                            RK_KUBELET_V (kubelet --v, default 4: GetPreferredAllocation is logged at 4).
 #   rk_check_parts           print one reason and return 1 when a part cannot be had.
 #   start_cluster / stop_cluster   namespace holder + containerd + kubelet / everything, cgroups too.
 #   start_containerd / stop_containerd, start_kubelet / stop_kubelet / restart_kubelet
@@ -28,11 +30,13 @@
 #   pod_json NAME            the kubelet's view of Pod NAME (static Pods are NAME-NODE) from :10250/pods.
 #   pod_phase NAME / pod_uid NAME / container_id NAME CONTAINER
 #   wait_pod NAME PHASE [TIMEOUT_S]          wait until the phase is PHASE (Running, Failed...).
+#   wait_container_running NAME CONTAINER [TIMEOUT_S]  (gives up early when the Pod Failed)
 #   wait_log NAME CONTAINER REGEX [TIMEOUT_S] wait until the container's log matches.
 #   pod_logs NAME [CONTAINER] the container's log lines (CRI prefix stripped).
 #   pod_exec NAME CONTAINER CMD...           run CMD in the container (ctr task exec).
 #   container_cgroup_devices NAME CONTAINER  the container's devices.list (device cgroup v1).
 #   kubelet_log              path of the current kubelet log (each start gets a new one).
+#   checkpoint-free helpers for the kubelet's view: rk_kubelet_pods (GET :10250/pods).
 #   make_dev_nodes SYSFS OUT mknod OUT/<name> for every uverbs/umad/issm/rdma_cm of a fake sysfs tree,
 #                            with the tree's major:minor (real char devices: ENXIO when granted).
 # Requires root, unshare/nsenter, containerd, ctr, runc, curl, jq, gcc (static libc), busybox-static.
@@ -423,7 +427,8 @@ container_id() {
 
 wait_pod() {  # NAME PHASE [TIMEOUT]
   local i p
-  for ((i = 0; i < ${3:-60} * 5; i++)); do
+  local end=$((SECONDS + ${3:-60}))  # a deadline: each poll itself takes time
+  while ((SECONDS < end)); do
     p=$(pod_phase "$1")
     [[ $p == "$2" ]] && return 0
     [[ $2 == Running && ( $p == Failed || $p == Succeeded ) ]] && break  # will not run any more
@@ -435,9 +440,13 @@ wait_pod() {  # NAME PHASE [TIMEOUT]
 
 wait_container_running() {  # NAME CONTAINER [TIMEOUT]
   local i
-  for ((i = 0; i < ${3:-60} * 5; i++)); do
-    pod_json "$1" | jq -e --arg c "$2" '.status.containerStatuses[]? | select(.name == $c) | .state.running' \
-      >/dev/null 2>&1 && return 0
+  local end=$((SECONDS + ${3:-60}))  # a deadline: each poll itself takes time
+  while ((SECONDS < end)); do
+    local j
+    j=$(pod_json "$1")
+    jq -e --arg c "$2" '.status.containerStatuses[]? | select(.name == $c) | .state.running' \
+      >/dev/null 2>&1 <<<"$j" && return 0
+    [[ $(jq -r '.status.phase // empty' <<<"$j" 2>/dev/null) == Failed ]] && break
     sleep 0.2
   done
   rk_log "pod $1 container $2 not running: $(pod_json "$1" | jq -c '.status' 2>/dev/null)"
@@ -458,7 +467,8 @@ pod_logs() {
 
 wait_log() {  # NAME CONTAINER REGEX [TIMEOUT]
   local i
-  for ((i = 0; i < ${4:-60} * 5; i++)); do
+  local end=$((SECONDS + ${4:-60}))  # a deadline: each poll itself takes time
+  while ((SECONDS < end)); do
     pod_logs "$1" "$2" 2>/dev/null | grep -Eq -- "$3" && return 0
     sleep 0.2
   done
@@ -486,7 +496,8 @@ delete_static_pod() {  # NAME [TIMEOUT]
   local i uid
   uid=$(pod_uid "$1")
   rm -f "$RK_MANIFESTS/$1.yaml"
-  for ((i = 0; i < ${2:-30} * 5; i++)); do
+  local end=$((SECONDS + ${2:-30}))  # a deadline: each poll itself takes time
+  while ((SECONDS < end)); do
     [[ -z $(pod_json "$1") ]] && break
     sleep 0.2
   done

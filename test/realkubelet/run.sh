@@ -39,6 +39,8 @@ done
 # ---- the parts --------------------------------------------------------------------------------------
 [[ $(id -u) == 0 ]] || skip_all "needs root (namespaces, cgroups, mknod)"
 mkdir -p "$OUTDIR"
+[[ -x ${FABRIC_TEST_CACHE:-/var/cache/fabric-test}/kubelet/kubelet-v1.20.2 ]] ||
+  echo "realkubelet: building kubelet v1.20.2 once (about 5 min on an idle core; cached afterwards)"
 RK_KUBELET=$("$HERE/build-kubelet.sh" 2>"$OUTDIR/build-kubelet.log" | tail -1)
 rc=$?
 if [[ $rc != 0 ]]; then
@@ -112,8 +114,8 @@ stop_agent() { ns_stop agent; }
 metrics() { in_ns curl -sf -m 5 http://127.0.0.1:9435/metrics; }
 agent_node() { in_ns curl -sf -m 5 http://127.0.0.1:9435/v1/node; }
 checkpoint() { cat "$RK_KUBELET_DIR/device-plugins/kubelet_internal_checkpoint" 2>/dev/null; }
-# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one). DeviceIDs is a list
-# in v1.20 and a NUMA-node -> list map from v1.21 on.
+# Device IDs the kubelet's checkpoint holds for Pod NAME (all resources, or one). DeviceIDs is a
+# NUMA-node -> list map (DevicesPerNUMA) in v1.20; older kubelets wrote a plain list.
 pod_device_ids() {  # NAME [RESOURCE]
   local uid
   uid=$(pod_uid "$1")
@@ -200,6 +202,19 @@ for ((i = 0; i < 300; i++)); do
   sleep 0.1
 done
 [[ $(grep -c 'Got registration request' "$(kubelet_log)") -ge 4 ]] || fail_setup "the agent did not register (see $(agent_log))"
+# The node when whole: healthy units per resource in the kubelet's view. Every case starts from it.
+node_units() { checkpoint | jq -c '.Data.RegisteredDevices | map_values(length)'; }
+for ((i = 0; i < 50; i++)); do
+  WHOLE=$(node_units)
+  [[ $(jq '[.[]] | add' <<<"$WHOLE" 2>/dev/null) -gt 0 && $(jq 'length' <<<"$WHOLE") -ge 3 ]] && break
+  sleep 0.1
+done
+echo "node: $WHOLE" >>"$setup_log"
+wait_node_whole() {  # the agent gives back withdrawn units within its 2 s PodResources period
+  local i
+  for ((i = 0; i < 100; i++)); do [[ $(node_units) == "$WHOLE" ]] && return 0; sleep 0.1; done
+  echo "realkubelet: note: the node is not whole before $1: $(node_units) (whole: $WHOLE)"
+}
 t_up=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 
 # ---- cases ------------------------------------------------------------------------------------------
@@ -212,6 +227,7 @@ for c in "$HERE"/cases/[0-9][0-9]-*.sh; do
     for p in $RK_CASES; do [[ $num == "$p" ]] && sel=1; done
     ((sel)) || continue
   fi
+  wait_node_whole "$name"
   ct0=$(date +%s.%N)
   (set -uo pipefail; source "$c") >"$CASELOG/$name.log" 2>&1
   rc=$?

@@ -88,7 +88,6 @@ struct AllocationRecord {
 //    called on the Register path (only the plugin-watcher path calls it).
 //  - Start deletes every non-directory entry of device-plugins except the checkpoint (regular files
 //    and DEPRECATION too), not only sockets.
-//  - The checkpoint's DeviceIDs is a flat list, not a NUMA-node -> list map (that came in 1.21).
 //  - No "no healthy devices present" admission error: an all-unhealthy resource fails with
 //    "requested number of devices unavailable ... Available: 0".
 enum class KubeletVersion { kCurrent, kV1_20 };

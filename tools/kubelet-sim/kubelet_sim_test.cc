@@ -738,7 +738,7 @@ TEST_F(KubeletSimTest, V120StartRemovesEveryFileButTheCheckpoint) {
   EXPECT_TRUE(IsSocketFile(sim.KubeletSocket()));
 }
 
-TEST_F(KubeletSimTest, V120CheckpointListsDeviceIdsAndAnEmptyResourceIsUnavailable) {
+TEST_F(KubeletSimTest, V120CheckpointKeysDeviceIdsByNumaAndAnEmptyResourceIsUnavailable) {
   KubeletSim& sim = NewSim(V120());
   ASSERT_OK(sim.Start());
   auto plugin = StartAndRegister("fake.sock", {Dev("a", "Healthy", {0}), Dev("b", "Healthy")});
@@ -748,7 +748,9 @@ TEST_F(KubeletSimTest, V120CheckpointListsDeviceIdsAndAnEmptyResourceIsUnavailab
   ASSERT_OK(text);
   auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(doc.is_discarded());
-  EXPECT_EQ(doc["Data"]["PodDeviceEntries"][0]["DeviceIDs"], nlohmann::json({"a", "b"}));
+  // As the real v1.20.2 writes it (DevicesPerNUMA, seen in test/realkubelet case 2).
+  EXPECT_EQ(doc["Data"]["PodDeviceEntries"][0]["DeviceIDs"]["0"], nlohmann::json({"a"}));
+  EXPECT_EQ(doc["Data"]["PodDeviceEntries"][0]["DeviceIDs"]["-1"], nlohmann::json({"b"}));
 
   ASSERT_OK(sim.Restart());  // known from the checkpoint, no devices until re-registration
   EXPECT_EQ(sim.Allocate(kResource, 1, "uid-2", "main").status().message(),

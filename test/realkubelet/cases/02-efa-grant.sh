@@ -6,6 +6,10 @@ mkpod c2-efa "vpc.amazonaws.com/efa=2" | run_static_pod c2-efa
 wait_pod c2-efa Running 60 && wait_container_running c2-efa c 30 || { echo "NOT OK: Pod not running"; exit 1; }
 
 ids=$(pod_device_ids c2-efa vpc.amazonaws.com/efa)
+shape=$(checkpoint | jq -r '[.Data.PodDeviceEntries[].DeviceIDs | type] | unique | join(",")')
+echo "kubelet checkpoint: PodDeviceEntries[].DeviceIDs is a JSON $shape"
+expect "the checkpoint keys DeviceIDs by NUMA node (DevicesPerNUMA), as kubelet-sim writes it" \
+  test "$shape" == object || ok=1
 echo "kubelet checkpoint: granted $(echo $ids)"
 expect "the kubelet granted 2 EFA device IDs" test "$(wc -w <<<"$ids")" == 2 || ok=1
 want_nodes="" want_nums=""

@@ -25,7 +25,8 @@ mkpod c7-plain "" false | run_static_pod c7-plain
 mkpod c7-fabric "vpc.amazonaws.com/efa=1" false | run_static_pod c7-fabric
 wait_container_running c7-plain c 60 || { echo "NOT OK: the Pod without fabric is not running"; exit 1; }
 if ! wait_container_running c7-fabric c 40; then
-  why=$(grep -o 'failed to setup network for sandbox[^"]*"[^"]*"[^"]*' "$RK_WORK/containerd.log" | tail -1)
+  why=$(sed -n 's/.*failed to setup network for sandbox[^:]*: \(.*\)"$/\1/p' "$RK_WORK/containerd.log" |
+        tail -1 | tr -d '\\' | cut -c1-300)
   echo "NOT OK: the Pod with fabric is not running: ${why:-see containerd.log}"
   exit 1
 fi
