@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, testdata, "",
           "test/testdata dir (default: $FABRIC_TESTDATA, else the source tree)");
 ABSL_FLAG(std::string, agent_binary, "",
           "fabric-agent executable (default: the one built with this)");
+ABSL_FLAG(std::string, compare_agent_binary, "",
+          "A second fabric-agent measured in the same footprint window (default: the "
+          "dynamically linked twin a FABRIC_STATIC build makes; 'none': off)");
 ABSL_FLAG(std::string, log_file, "", "Where agent and simulator logs go (default: a file in /tmp)");
 ABSL_FLAG(int, alloc_iterations, 2000,
           "Allocate calls measured per round (and as many floor calls)");
@@ -91,6 +94,11 @@ int Main() {
   }
   o.agent_binary = absl::GetFlag(FLAGS_agent_binary);
   if (o.agent_binary.empty()) o.agent_binary = FABRIC_BENCH_AGENT_BINARY;
+  o.compare_agent_binary = absl::GetFlag(FLAGS_compare_agent_binary);
+#ifdef FABRIC_BENCH_DYNAMIC_AGENT_BINARY
+  if (o.compare_agent_binary.empty()) o.compare_agent_binary = FABRIC_BENCH_DYNAMIC_AGENT_BINARY;
+#endif
+  if (o.compare_agent_binary == "none") o.compare_agent_binary.clear();
   o.self_binary = SelfPath();
   o.log_file = absl::GetFlag(FLAGS_log_file);
   if (o.log_file.empty()) o.log_file = "/tmp/fabric-bench-" + std::to_string(getpid()) + ".log";

@@ -11,11 +11,12 @@
 namespace fabric::bench {
 
 struct BenchOptions {
-  std::string testdata;         // <repo>/test/testdata
-  std::string agent_binary;     // the fabric-agent executable (footprint case)
-  std::string self_binary;      // this executable (re-exec'd as the floor server)
-  std::string log_file;         // where agent/simulator log lines go
-  int alloc_iterations = 2000;  // per round
+  std::string testdata;              // <repo>/test/testdata
+  std::string agent_binary;          // the fabric-agent executable (footprint case)
+  std::string compare_agent_binary;  // optional: the same agent linked dynamically
+  std::string self_binary;           // this executable (re-exec'd as the floor server)
+  std::string log_file;              // where agent/simulator log lines go
+  int alloc_iterations = 2000;       // per round
   int alloc_rounds = 5;
   int health_changes = 30;
   int restarts = 20;
