@@ -13,6 +13,7 @@
 
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "tools/fabricctl/fabric_error.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {
