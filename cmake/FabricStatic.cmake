@@ -30,6 +30,15 @@ if(FABRIC_STATIC AND FABRIC_SANITIZE)
 endif()
 if(FABRIC_STATIC)
   add_compile_options(-ffunction-sections -fdata-sections)
+  # Debian ships fmt and spdlog as shared objects only: compile both header-only in this
+  # build (every target, so no object expects the compiled library). The .so files stay
+  # on dynamic links but --as-needed drops them from fabric_static_binary() targets.
+  if(TARGET fmt::fmt)
+    set_target_properties(fmt::fmt PROPERTIES INTERFACE_COMPILE_DEFINITIONS "FMT_HEADER_ONLY=1")
+  endif()
+  if(TARGET spdlog::spdlog)
+    set_target_properties(spdlog::spdlog PROPERTIES INTERFACE_COMPILE_DEFINITIONS "SPDLOG_FMT_EXTERNAL")
+  endif()
 endif()
 
 set(FABRIC_STATIC_LINK_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/fabric-static-link.sh)

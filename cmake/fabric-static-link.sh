@@ -27,6 +27,7 @@ while [ "$i" -lt "$n" ]; do
       name=${base%%.so*}
       case $name in
         libssl | libcrypto) continue ;;                  # only gRPC's TLS wanted them
+        libspdlog | libfmt) continue ;;                  # header-only under FABRIC_STATIC
         libgrpc) name=libgrpc_unsecure ;;
         libgrpc++) name=libgrpc++_unsecure ;;
       esac

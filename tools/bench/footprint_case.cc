@@ -35,6 +35,11 @@ namespace {
 
 constexpr double kTargetRssMiB = 12;  // issue 13 (stretch: 10 MiB)
 constexpr double kTargetCpuPercent = 0.3;
+// Threads of the idle agent with the metrics server on, guarded by --check (a
+// count, not a time): 4 of the agent's own, gRPC's pollers and timers, and the
+// HTTP server's pool; 19 at the peak when this was set. More means someone
+// added a thread (or a pool) per thing.
+constexpr int kMaxIdleThreads = 20;
 
 struct ProcStatus {
   double rss_mib = 0, rss_anon_mib = 0, rss_file_mib = 0, hwm_mib = 0;
@@ -445,7 +450,11 @@ std::vector<Row> RunFootprintCase(const BenchOptions& o) {
                   .unit = "count",
                   .baseline = static_cast<double>(floor.peak.threads),
                   .baseline_name = "idle gRPC server",
-                  .ratio = static_cast<double>(main.w.peak.threads) / floor.peak.threads});
+                  .ratio = static_cast<double>(main.w.peak.threads) / floor.peak.threads,
+                  .target = fmt::format("<= {}", kMaxIdleThreads),
+                  .verdict = Verdict(main.w.peak.threads <= kMaxIdleThreads),
+                  .note = "guarded by --check",
+                  .guard = true});
   // The same sources linked dynamically (the build before FABRIC_STATIC), in
   // the same window: the before/after of the static link.
   if (agents.size() > 1) {
