@@ -26,7 +26,7 @@ endif()
 option(FABRIC_STATIC "Link shipped binaries statically (Debian .a archives)" ${_fabric_static_default})
 if(FABRIC_STATIC AND FABRIC_SANITIZE)
   message(STATUS "FABRIC_SANITIZE=${FABRIC_SANITIZE}: FABRIC_STATIC ignored (sanitizers link dynamically)")
-  set(FABRIC_STATIC OFF CACHE BOOL "" FORCE)
+  set(FABRIC_STATIC OFF)  # shadows the cache entry for this configure only
 endif()
 if(FABRIC_STATIC)
   add_compile_options(-ffunction-sections -fdata-sections)
