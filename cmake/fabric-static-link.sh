@@ -1,5 +1,5 @@
 #!/bin/sh
-# Linker launcher set by fabric_static_binary() (cmake/FabricStatic.cmake):
+# Linker launcher set by fabric_static_executable() (cmake/FabricStatic.cmake):
 #   fabric-static-link.sh deps|full <compiler> <link arguments...>
 # Rewrites each shared library named by full path (as CMake's imported targets name them)
 # into the static archive beside it, swaps gRPC for its unsecure build, drops OpenSSL, wraps
@@ -27,7 +27,7 @@ while [ "$i" -lt "$n" ]; do
       name=${base%%.so*}
       case $name in
         libssl | libcrypto) continue ;;                  # only gRPC's TLS wanted them
-        libspdlog | libfmt) continue ;;                  # header-only under FABRIC_STATIC
+        libspdlog | libfmt) continue ;;                  # cmake/static/fmt_spdlog.cc instead
         libgrpc) name=libgrpc_unsecure ;;
         libgrpc++) name=libgrpc++_unsecure ;;
       esac

@@ -46,7 +46,7 @@ check "fabric-agent does not need libprotobuf" no_match '^libprotobuf'
 check "fabric-agent does not need libabsl_*" no_match '^libabsl_'
 # libfabric's shared object maps a dozen provider libraries; only fabricctl needs it.
 check "fabric-agent does not need libfabric" no_match '^libfabric'
-check "fabric-agent does not need spdlog/fmt (header-only in static builds)" no_match '^lib(spdlog|fmt)\.so'
+check "fabric-agent does not need spdlog/fmt (cmake/static/fmt_spdlog.cc)" no_match '^lib(spdlog|fmt)\.so'
 check "fabric-agent does not need libstdc++ itself (-static-libstdc++)" \
   bash -c "! readelf -sW --dyn-syms '$agent' | grep -q 'UND.*GLIBCXX_'"
 # The host runs fabric-cni outside our image: no interpreter, no NEEDED at all.
