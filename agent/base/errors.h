@@ -1,5 +1,6 @@
-// The one place where C error conventions become absl::Status: errno (and
-// positive-errno returns) and libfabric's negative -FI_E* codes.
+// The one place where errno (and positive-errno returns) become absl::Status.
+// libfabric's -FI_E* codes: tools/fabricctl/fabric_error.h (the agent does not
+// link libfabric, whose shared object maps a dozen provider libraries).
 #ifndef FABRIC_AGENT_BASE_ERRORS_H_
 #define FABRIC_AGENT_BASE_ERRORS_H_
 
@@ -10,9 +11,6 @@ namespace fabric {
 
 // Status for an errno value, message "<op> <path>: <strerror>".
 absl::Status ErrnoError(int errno_value, absl::string_view op, absl::string_view path);
-
-// Status for a libfabric return code (negative -FI_E*), message carries fi_strerror.
-absl::Status FabricError(int fi_ret, absl::string_view op);
 
 }  // namespace fabric
 

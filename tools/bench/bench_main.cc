@@ -2,7 +2,7 @@
 // same run (see docs/performance.md). Prints one table; with --check exits 1
 // when a case produced no number (the ctest smoke test).
 //
-//   fabric-bench [--cases=alloc,health,rereg,footprint,metrics,discovery]
+//   fabric-bench [--cases=alloc,health,rereg,footprint,metrics,discovery,cni]
 //                [--quick] [--check] [--json=FILE] [--footprint-seconds=60]
 #include <unistd.h>
 
@@ -23,15 +23,19 @@
 #include "agent/base/logging.h"
 #include "tools/bench/cases.h"
 
-ABSL_FLAG(std::string, cases, "alloc,health,rereg,footprint,discovery,metrics",
+ABSL_FLAG(std::string, cases, "alloc,health,rereg,footprint,discovery,metrics,cni",
           "Comma-separated cases to run, in this order");
 ABSL_FLAG(bool, quick, false, "Short runs (smoke test): a few iterations per case");
-ABSL_FLAG(bool, check, false, "Exit 1 if any case produced no number");
+ABSL_FLAG(bool, check, false,
+          "Exit 1 if any case produced no number, or a guarded count (not a time) is over");
 ABSL_FLAG(std::string, json, "", "Also write the rows as JSON to this file");
 ABSL_FLAG(std::string, testdata, "",
           "test/testdata dir (default: $FABRIC_TESTDATA, else the source tree)");
 ABSL_FLAG(std::string, agent_binary, "",
           "fabric-agent executable (default: the one built with this)");
+ABSL_FLAG(std::string, compare_agent_binary, "",
+          "A second fabric-agent measured in the same footprint window (default: the "
+          "dynamically linked twin a FABRIC_STATIC build makes; 'none': off)");
 ABSL_FLAG(std::string, log_file, "", "Where agent and simulator logs go (default: a file in /tmp)");
 ABSL_FLAG(int, alloc_iterations, 2000,
           "Allocate calls measured per round (and as many floor calls)");
@@ -41,6 +45,8 @@ ABSL_FLAG(int, restarts, 20, "Kubelet restarts");
 ABSL_FLAG(int, footprint_seconds, 60, "Footprint sampling window in seconds");
 ABSL_FLAG(int, discovery_runs, 200, "DiscoverNode runs per node");
 ABSL_FLAG(int, metrics_scrapes, 300, "/metrics scrapes per node size");
+ABSL_FLAG(int, cni_runs, 200, "VERSION execs per CNI plugin");
+ABSL_FLAG(std::string, cni_binary, "", "fabric-cni executable (default: the one built with this)");
 ABSL_FLAG(std::string, extra_rows, "",
           "TSV rows to append to the table (case, metric, value, unit, baseline, "
           "baseline name, target, note); an empty value means not measured");
@@ -91,6 +97,13 @@ int Main() {
   }
   o.agent_binary = absl::GetFlag(FLAGS_agent_binary);
   if (o.agent_binary.empty()) o.agent_binary = FABRIC_BENCH_AGENT_BINARY;
+  o.compare_agent_binary = absl::GetFlag(FLAGS_compare_agent_binary);
+#ifdef FABRIC_BENCH_DYNAMIC_AGENT_BINARY
+  if (o.compare_agent_binary.empty()) o.compare_agent_binary = FABRIC_BENCH_DYNAMIC_AGENT_BINARY;
+#endif
+  if (o.compare_agent_binary == "none") o.compare_agent_binary.clear();
+  o.cni_binary = absl::GetFlag(FLAGS_cni_binary);
+  if (o.cni_binary.empty()) o.cni_binary = FABRIC_BENCH_CNI_BINARY;
   o.self_binary = SelfPath();
   o.log_file = absl::GetFlag(FLAGS_log_file);
   if (o.log_file.empty()) o.log_file = "/tmp/fabric-bench-" + std::to_string(getpid()) + ".log";
@@ -101,6 +114,7 @@ int Main() {
   o.footprint_seconds = absl::GetFlag(FLAGS_footprint_seconds);
   o.discovery_runs = absl::GetFlag(FLAGS_discovery_runs);
   o.metrics_scrapes = absl::GetFlag(FLAGS_metrics_scrapes);
+  o.cni_runs = absl::GetFlag(FLAGS_cni_runs);
   if (absl::GetFlag(FLAGS_quick)) {
     o.alloc_iterations = std::min(o.alloc_iterations, 200);
     o.alloc_rounds = std::min(o.alloc_rounds, 2);
@@ -109,12 +123,17 @@ int Main() {
     o.footprint_seconds = std::min(o.footprint_seconds, 3);
     o.discovery_runs = std::min(o.discovery_runs, 10);
     o.metrics_scrapes = std::min(o.metrics_scrapes, 20);
+    o.cni_runs = std::min(o.cni_runs, 10);
   }
 
   const std::map<std::string, std::function<std::vector<Row>(const BenchOptions&)>> cases = {
-      {"alloc", RunAllocateCase},       {"health", RunHealthCase},
-      {"rereg", RunReRegistrationCase}, {"footprint", RunFootprintCase},
-      {"metrics", RunMetricsCase},      {"discovery", RunDiscoveryCase}};
+      {"alloc", RunAllocateCase},
+      {"health", RunHealthCase},
+      {"rereg", RunReRegistrationCase},
+      {"footprint", RunFootprintCase},
+      {"metrics", RunMetricsCase},
+      {"discovery", RunDiscoveryCase},
+      {"cni", RunCniCase}};
   std::vector<Row> rows;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
@@ -149,12 +168,17 @@ int Main() {
     return 1;
   }
   if (absl::GetFlag(FLAGS_check)) {
-    int missing = 0;
-    for (const Row& r : rows) missing += !r.value;
-    if (missing > 0) {
-      std::fprintf(stderr, "fabric-bench: %d row(s) without a number\n", missing);
-      return 1;
+    int missing = 0, guards = 0;
+    for (const Row& r : rows) {
+      missing += !r.value;
+      if (r.guard && r.verdict == Verdict(false)) {
+        std::fprintf(stderr, "fabric-bench: guard missed: %s = %g (%s)\n", r.metric.c_str(),
+                     r.value.value_or(-1), r.target.c_str());
+        ++guards;
+      }
     }
+    if (missing > 0) std::fprintf(stderr, "fabric-bench: %d row(s) without a number\n", missing);
+    if (missing > 0 || guards > 0) return 1;
   }
   return 0;
 }

@@ -50,6 +50,8 @@ struct Row {
   std::string target;   // e.g. "<= 1.5x floor"; "" when informational
   std::string verdict;  // "met" | "MISSED" | "" (informational)
   std::string note;     // why not measured, or a short remark
+  // A count (never a time) that --check enforces: a MISSED verdict fails the run.
+  bool guard = false;
 };
 
 void PrintTable(const std::vector<Row>& rows);
