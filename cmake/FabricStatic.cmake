@@ -9,7 +9,7 @@
 # PARTIAL (fabric-agent, in our image): every third-party library with an archive is linked
 # statically (gRPC, protobuf, abseil, c-ares, re2, upb, zlib, yaml-cpp, ...), plus
 # -static-libstdc++ -static-libgcc; glibc and the libraries Debian ships without an archive
-# (libmnl, cpp-httplib) stay shared, and so does libfabric (its archive drags in every
+# (libmnl) stay shared, and so does libfabric (its archive drags in every
 # provider's libraries). Done when FABRIC_STATIC is ON: the default of Release/MinSizeRel
 # (the image build), OFF otherwise and always OFF under FABRIC_SANITIZE, so dev and test
 # builds keep the dynamic agent. FABRIC_STATIC also compiles every object with

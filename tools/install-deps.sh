@@ -6,7 +6,7 @@ what=${1:-build}
 pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers
-      libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libmnl-dev
+      libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libmnl-dev
       libgtest-dev libgmock-dev ccache)
 if [ "$what" = test ]; then
   # clang-format: style gate; nodejs/npm/file: manifest checks; prometheus:

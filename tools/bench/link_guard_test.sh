@@ -27,19 +27,18 @@ agent_needed=$(needed "$agent")
 echo "fabric-agent NEEDED: $(echo $agent_needed)"
 no_match() { ! grep -Eq "$1" <<<"$agent_needed"; }
 # OpenSSL: the kubelet APIs are plaintext on unix sockets (grpc_unsecure). Not
-# directly, and not through any library it needs, cpp-httplib's .so excepted
-# (the metrics HTTP server, agent/metrics: built with TLS by Debian, unused).
+# directly, and not through any library it needs.
 check "fabric-agent does not need OpenSSL (libssl, libcrypto)" no_match '^lib(ssl|crypto)\.so'
 openssl_via() {
   local lib path
   for lib in $agent_needed; do
-    [[ $lib == libcpp-httplib* ]] && continue
     path=$(ldd "$agent" | awk -v l="$lib" '$1 == l { print $3 }')
     [ -n "$path" ] && ldd "$path" | grep -Eq 'lib(ssl|crypto)\.so' && { echo "  $lib pulls OpenSSL"; return 1; }
   done
   return 0
 }
-check "no library fabric-agent needs pulls OpenSSL (cpp-httplib excepted)" openssl_via
+check "no library fabric-agent needs pulls OpenSSL" openssl_via
+check "fabric-agent does not need cpp-httplib (agent/metrics has its own server)" no_match '^libcpp-httplib'
 # gRPC, protobuf and abseil come from their static archives.
 check "fabric-agent does not need libgrpc/libgrpc++ (nor their unsecure .so)" no_match '^lib(grpc|gpr|upb|address_sorting)'
 check "fabric-agent does not need libprotobuf" no_match '^libprotobuf'
