@@ -36,20 +36,6 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-absl::Status MkdirAll(const std::string& path) {
-  std::string cur;
-  for (size_t pos = 0; pos != std::string::npos;) {
-    size_t next = path.find('/', pos + 1);
-    cur = path.substr(0, next);
-    pos = next;
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError(errno, "mkdir", cur);
-    }
-  }
-  return absl::OkStatus();
-}
-
 DeviceAction ActionFromName(const std::string& s) {
   if (s == "moved") return DeviceAction::kMoved;
   if (s == "not-moved-efa") return DeviceAction::kNotMovedEfa;
@@ -131,7 +117,7 @@ std::string AttachmentStore::PathFor(const AttachmentKey& key) const {
 }
 
 absl::Status AttachmentStore::Save(const AttachmentRecord& record) {
-  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_));
+  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_, 0700));
   return WriteFileAtomic(PathFor(record.key), ToJson(record).dump(2) + "\n", 0600);
 }
 
