@@ -141,5 +141,41 @@ TEST_F(PoolRegistryTest, RemovedPoolDropsItsGrantsAndResolvesNothing) {
   EXPECT_EQ(efa->rdma_device, "efa0");
 }
 
+class CountingSubscriber : public PoolSubscriber {
+ public:
+  void Push(std::shared_ptr<const PoolSnapshot> snap) override {
+    ++pushes;
+    last = std::move(snap);
+  }
+  void Close() override { ++closes; }
+  int pushes = 0, closes = 0;
+  std::shared_ptr<const PoolSnapshot> last;
+};
+
+TEST_F(PoolRegistryTest, StreamsGetAPushOnlyWhenTheAdvertisementChanges) {
+  std::shared_ptr<PoolState> shared;
+  for (const auto& p : registry_->pools()) {
+    if (p->resource() == kShared) shared = p;
+  }
+  ASSERT_NE(shared, nullptr);
+  CountingSubscriber sub;
+  ASSERT_EQ(shared->Subscribe(&sub)->units.size(), 8u);
+  // A health reason change on an unselected device, and a hold through the
+  // same shared pool: nothing the kubelet would see changes.
+  registry_->SetNode(inv_, {{"efa0", DeviceHealth{false, "port 1 DOWN"}}});
+  registry_->SetHolds({{"ns", "a", "c", kShared, {"mlx5_1.t0"}}});
+  EXPECT_EQ(sub.pushes, 0);
+  // An exclusive grant withdraws mlx5_0's tokens: one push, from the Claim.
+  ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
+  EXPECT_EQ(sub.pushes, 1);
+  ASSERT_NE(sub.last, nullptr);
+  EXPECT_FALSE(sub.last->FindUnit("mlx5_0.t2")->healthy);
+  EXPECT_THAT(sub.last->FindUnit("mlx5_0.t2")->withdrawn, HasSubstr(kRdma));
+  EXPECT_TRUE(sub.last->FindUnit("mlx5_1.t2")->healthy);
+  shared->CloseStreams();
+  EXPECT_EQ(sub.closes, 1);
+  shared->Unsubscribe(&sub);
+}
+
 }  // namespace
 }  // namespace fabric
