@@ -150,23 +150,18 @@ bool PoolRegistry::Conflict(const PoolConfig& a, const PoolConfig* b) const {
 std::vector<std::string> PoolRegistry::ConflictsLocked(const std::string& resource,
                                                        const std::string& device) const {
   const PoolConfig* pool = config_.FindPool(resource);
-  std::set<std::string> out;
-  if (pool == nullptr) return {};
-  auto consider = [&](const std::string& other) {
-    if (other != resource && Conflict(*pool, config_.FindPool(other))) out.insert(other);
-  };
-  for (const PodDeviceHold& h : holds_) {
-    if (h.device == device) consider(h.resource);
+  auto used = used_via_.find(device);
+  if (pool == nullptr || used == used_via_.end()) return {};
+  std::vector<std::string> out;
+  for (const std::string& other : used->second) {
+    if (other != resource && Conflict(*pool, config_.FindPool(other))) out.push_back(other);
   }
-  for (const auto& [key, g] : grants_) {
-    if (g.device == device) consider(g.resource);
-  }
-  return {out.begin(), out.end()};
+  return out;
 }
 
 bool PoolRegistry::RecomputeWithdrawnLocked() {
-  // device -> pools it is held or granted through
-  std::map<std::string, std::set<std::string>> used_via;
+  std::map<std::string, std::set<std::string>>& used_via = used_via_;
+  used_via.clear();
   for (const PodDeviceHold& h : holds_) used_via[h.device].insert(h.resource);
   for (const auto& [key, g] : grants_) used_via[g.device].insert(g.resource);
   std::map<std::string, std::map<std::string, std::string>> withdrawn;
@@ -232,10 +227,13 @@ absl::Status PoolRegistry::Claim(const std::string& resource, const std::vector<
       units.push_back(unit);
     }
     const absl::Time now = options_.clock();
+    bool new_use = false;  // a device now used through a pool it was not before
     for (const PoolUnit* u : units) {
       grants_[{resource, u->id}] = Grant{resource, u->id, u->device, now};
+      new_use = used_via_[u->device].insert(resource).second || new_use;
     }
-    changed = RecomputeWithdrawnLocked();
+    // A repeated grant (same devices through the same pool) changes nothing.
+    changed = new_use && RecomputeWithdrawnLocked();
     if (changed) RebuildAllLocked();
   }
   Notify(changed, true);

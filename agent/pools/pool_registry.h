@@ -171,6 +171,8 @@ class PoolRegistry {
   std::map<std::pair<std::string, std::string>, Grant> grants_ ABSL_GUARDED_BY(mu_);
   // pool -> unit ID -> why it is withdrawn
   std::map<std::string, std::map<std::string, std::string>> withdrawn_ ABSL_GUARDED_BY(mu_);
+  // device -> pools it is held or granted through (from holds_ and grants_).
+  std::map<std::string, std::set<std::string>> used_via_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_change_;  // set before use, never changed after
   std::function<void()> on_grant_;
 };
