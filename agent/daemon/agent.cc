@@ -78,7 +78,6 @@ absl::Status Agent::Start() {
   pr.socket_path = options_.paths.PodResourcesSocket();
   pr.use_get = false;  // we want every Pod: List
   podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
-  watcher_ = std::thread([this] { RunAllocationWatcher(); });
   if (!options_.agent_socket.empty()) {
     rdma_netlink_ = netns::OpenRdmaNetlink();
     cni_ = std::make_unique<cni_service::CniService>(options_.paths, podresources_.get(),
@@ -89,6 +88,8 @@ absl::Status Agent::Start() {
     cni_server_ = std::make_unique<cni_service::CniAgentServer>(cni_.get());
     if (absl::Status s = cni_server_->Start(options_.agent_socket); !s.ok()) return s;
   }
+  // Started after cni_: the watcher reconciles through it.
+  watcher_ = std::thread([this] { RunAllocationWatcher(); });
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
     h.metrics = [this] { return MetricsText(); };
