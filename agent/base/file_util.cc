@@ -140,6 +140,25 @@ std::string Basename(const std::string& path) {
   return std::string(slash == std::string_view::npos ? p : p.substr(slash + 1));
 }
 
+absl::Status MkdirAll(const std::string& path, int mode) {
+  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
+    const std::string cur = path.substr(0, pos);
+    if (!cur.empty()) {
+      if (::mkdir(cur.c_str(), static_cast<mode_t>(mode)) == 0) {
+        // Exactly `mode` for what we create, whatever the umask.
+        if (::chmod(cur.c_str(), static_cast<mode_t>(mode)) != 0) {
+          return ErrnoError(errno, "chmod", cur);
+        }
+      } else if (errno != EEXIST) {
+        return ErrnoError(errno, "mkdir", cur);
+      }
+    }
+    if (pos == std::string::npos) break;
+  }
+  if (!IsDirectory(path)) return ErrnoError(ENOTDIR, "mkdir", path);
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomic(const std::string& path, const std::string& contents, int mode) {
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);

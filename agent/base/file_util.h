@@ -36,6 +36,9 @@ bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Last path component ("a/b/c" -> "c").
 std::string Basename(const std::string& path);
+// Creates `path` and any missing parents (like `mkdir -p`; Go's os.MkdirAll).
+// `mode` applies to directories it creates; existing ones are left as they are.
+absl::Status MkdirAll(const std::string& path, int mode = 0755);
 // Writes a file atomically (temp file in the same directory + rename).
 absl::Status WriteFileAtomic(const std::string& path, const std::string& contents, int mode = 0644);
 // Compares names so that "uverbs2" < "uverbs10" (numeric runs by value).

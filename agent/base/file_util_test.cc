@@ -65,5 +65,19 @@ TEST(BasenameTest, Works) {
   EXPECT_EQ(Basename("a/b/"), "b");
 }
 
+TEST_F(FileUtilTest, MkdirAllCreatesParentsWithTheModeAndKeepsExistingOnes) {
+  ASSERT_OK(MkdirAll(dir_ + "/a", 0755));
+  ASSERT_OK(MkdirAll(dir_ + "/a/b/c", 0700));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ + "/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);  // existing: untouched
+  ASSERT_EQ(::stat((dir_ + "/a/b/c").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_OK(MkdirAll(dir_ + "/a/b/c", 0700));  // idempotent
+  Write("file", "x");
+  EXPECT_FALSE(MkdirAll(dir_ + "/file", 0700).ok());
+  EXPECT_FALSE(MkdirAll(dir_ + "/file/sub", 0700).ok());
+}
+
 }  // namespace
 }  // namespace fabric

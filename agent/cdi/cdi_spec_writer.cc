@@ -15,13 +15,6 @@
 namespace fabric::cdi {
 namespace {
 
-absl::Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ErrnoError(ec.value(), "mkdir", dir);
-  return absl::OkStatus();
-}
-
 absl::Status RemoveIfPresent(const std::string& path) {
   if (::remove(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, "unlink", path);
   return absl::OkStatus();
@@ -93,13 +86,27 @@ absl::Status CdiSpecWriter::Update(const CdiSpecInput& input,
   if (merged.devices.empty()) return RemoveFiles(input.kind);
 
   FABRIC_ASSIGN_OR_RETURN(std::string text, RenderSpec(merged));
-  FABRIC_RETURN_IF_ERROR(MakeDirs(state_dir_ + "/cdi"));
-  FABRIC_RETURN_IF_ERROR(MakeDirs(cdi_dir_));
+  FABRIC_RETURN_IF_ERROR(MkdirAll(state_dir_ + "/cdi", 0755));
+  FABRIC_RETURN_IF_ERROR(MkdirAll(cdi_dir_, 0755));
   // State first: after a crash between the two writes the state is a superset
   // of the spec, never missing an entry the spec had.
   FABRIC_RETURN_IF_ERROR(WriteIfChanged(StatePath(input.kind), text));
   FABRIC_RETURN_IF_ERROR(WriteIfChanged(SpecPath(input.kind), text));
   return absl::OkStatus();
+}
+
+std::vector<std::string> CdiSpecWriter::WrittenKinds() const {
+  std::vector<std::string> kinds;
+  absl::StatusOr<std::vector<std::string>> names = ListDir(state_dir_ + "/cdi");
+  if (!names.ok()) return kinds;
+  for (const std::string& name : *names) {
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
+    absl::StatusOr<std::string> text = ReadFile(state_dir_ + "/cdi/" + name);
+    if (!text.ok()) continue;
+    absl::StatusOr<CdiSpecInput> parsed = ParseSpec(*text);
+    if (parsed.ok() && SpecFileName(parsed->kind) == name) kinds.push_back(parsed->kind);
+  }
+  return kinds;
 }
 
 absl::Status CdiSpecWriter::RemoveKind(const std::string& kind) {

@@ -33,6 +33,11 @@ class CdiSpecWriter {
   // Removes the spec and its state copy (missing files are fine).
   absl::Status RemoveKind(const std::string& kind);
 
+  // Kinds this writer (or an earlier agent with the same state dir) has
+  // specs for, from the durable state copies: how a restarted agent finds the
+  // specs of pools that left the config while it was down.
+  std::vector<std::string> WrittenKinds() const;
+
   std::string SpecPath(const std::string& kind) const;
   std::string StatePath(const std::string& kind) const;
 

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -157,6 +158,23 @@ TEST_F(CdiSpecWriterTest, InvalidInputWritesNothing) {
   EXPECT_FALSE(PathExists(w.SpecPath("example.com/rdma")));
   in.kind = "bad kind";
   EXPECT_THAT(w.Update(in, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(CdiSpecWriterTest, WrittenKindsSurviveARestartAndForgetRemovedOnes) {
+  {
+    CdiSpecWriter w(cdi_dir_, state_dir_);
+    EXPECT_TRUE(w.WrittenKinds().empty());
+    ASSERT_OK(w.Update(Input({Device("mlx5_0", 192)}), {}));
+    CdiSpecInput other = Input({Device("efa0", 193)});
+    other.kind = "vpc.amazonaws.com/efa";
+    ASSERT_OK(w.Update(other, {}));
+  }
+  CdiSpecWriter w(cdi_dir_, state_dir_);  // a restarted agent
+  std::vector<std::string> kinds = w.WrittenKinds();
+  std::sort(kinds.begin(), kinds.end());
+  EXPECT_THAT(kinds, ElementsAre("example.com/rdma", "vpc.amazonaws.com/efa"));
+  ASSERT_OK(w.RemoveKind("example.com/rdma"));
+  EXPECT_THAT(w.WrittenKinds(), ElementsAre("vpc.amazonaws.com/efa"));
 }
 
 }  // namespace

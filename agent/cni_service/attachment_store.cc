@@ -68,20 +68,6 @@ bool SameKey(const AttachmentKey& a, const AttachmentKey& b) {
          a.ifname == b.ifname;
 }
 
-absl::Status MkdirAll(const std::string& path) {
-  std::string cur;
-  for (size_t pos = 0; pos != std::string::npos;) {
-    size_t next = path.find('/', pos + 1);
-    cur = path.substr(0, next);
-    pos = next;
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError(errno, "mkdir", cur);
-    }
-  }
-  return absl::OkStatus();
-}
-
 DeviceAction ActionFromName(const std::string& s) {
   if (s == "moved") return DeviceAction::kMoved;
   if (s == "not-moved-efa") return DeviceAction::kNotMovedEfa;
@@ -185,7 +171,7 @@ absl::StatusOr<std::optional<AttachmentRecord>> AttachmentStore::LoadPath(
 }
 
 absl::Status AttachmentStore::Save(const AttachmentRecord& record) {
-  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_));
+  FABRIC_RETURN_IF_ERROR(MkdirAll(dir_, 0700));
   const std::string path = PathFor(record.key);
   if (auto text = ReadFile(path); text.ok()) {
     auto rec = FromJson(*text, path);

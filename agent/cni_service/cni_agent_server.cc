@@ -8,17 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
+#include "agent/base/file_util.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "fabric/agent/v1/agent.grpc.pb.h"
 
 namespace fabric::cni_service {
 namespace {
-
-// absl and gRPC share the canonical code numbering.
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // Marks answers that come from the agent itself, so the plugin can tell an
 // agent-side kUnavailable (kubelet unreachable) from failing to reach the agent.
@@ -27,20 +24,9 @@ constexpr char kAnsweredByAgent[] = "fabric-agent-answered";
 template <typename T>
 grpc::Status Reply(grpc::ServerContext* ctx, absl::StatusOr<T> r, T* out) {
   ctx->AddTrailingMetadata(kAnsweredByAgent, "1");
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return ToGrpcStatus(r.status());
   *out = std::move(*r);
   return grpc::Status::OK;
-}
-
-absl::Status MkdirAll(const std::string& path, mode_t mode) {
-  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
-    std::string cur = path.substr(0, pos);
-    if (!cur.empty() && ::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoError(errno, "mkdir", cur);
-    }
-    if (pos == std::string::npos) break;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace

@@ -1,24 +1,32 @@
-// Agent: the composition root. Loads the config, discovers the node, builds a
-// PoolState per configured pool and serves them through the PluginManager;
-// health and hot-plug changes flow in through OnNodeChanged().
+// Agent: the composition root, and nothing more. It wires the modules and
+// owns their lifecycle:
+//   discovery + health (node changes) --> PoolRegistry (agent/pools)
+//   PoolRegistry --> PluginManager servers (plugin/deviceplugin)
+//                --> SideFileWriter (CDI specs, NFD file; own thread)
+//                --> status views (/metrics, /readyz, /v1/node)
+//                --> CNI service (through PoolDeviceResolver)
+//   PodResources List (allocation watcher) --> PoolRegistry::SetHolds
+// The daemon is the only place that knows both plugin/ and the agent modules.
 #ifndef FABRIC_AGENT_DAEMON_AGENT_H_
 #define FABRIC_AGENT_DAEMON_AGENT_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "agent/base/host_paths.h"
-#include "agent/cdi/cdi_spec_writer.h"
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
+#include "agent/daemon/side_files.h"
 #include "agent/health/health_monitor.h"
 #include "agent/inventory/inventory.h"
 #include "agent/metrics/http_server.h"
@@ -26,8 +34,10 @@
 #include "agent/model/device.h"
 #include "agent/netns/rdma_netlink.h"
 #include "agent/podresources/podresources_client.h"
+#include "agent/pools/pool_device_resolver.h"
+#include "agent/pools/pool_registry.h"
+#include "agent/status/node_status.h"
 #include "plugin/deviceplugin/plugin_manager.h"
-#include "plugin/deviceplugin/pool_state.h"
 
 namespace fabric {
 
@@ -39,6 +49,9 @@ struct AgentOptions {
   absl::Duration metrics_cache = absl::Seconds(1);
   // How often PodResources is listed (also right after each Allocate).
   absl::Duration podresources_interval = absl::Seconds(2);
+  // How long an Allocate's grant withdraws its device from conflicting pools
+  // before PodResources confirms it (see PoolRegistryOptions::grant_ttl).
+  absl::Duration grant_ttl = absl::Seconds(60);
   bool write_cdi = false;         // write CDI specs into paths.cdi_dir
   bool cdi_devices = false;       // Allocate also returns cdi_devices names
   std::string memlock_hook_path;  // host path of fabric-memlock-hook; empty: no hook
@@ -47,15 +60,7 @@ struct AgentOptions {
   std::string agent_socket;       // CNI agent socket; empty: the CNI part is off
 };
 
-// The node as the agent last saw it: discovered devices (including removed
-// ones kept Unhealthy) and their health.
-struct NodeView {
-  NodeInventory inventory;
-  std::map<std::string, RdmaDevice> known;  // every device ever seen, by name
-  std::map<std::string, DeviceHealth> health;
-};
-
-class Agent : public cni_service::DeviceResolver {
+class Agent {
  public:
   explicit Agent(AgentOptions options);
   ~Agent();
@@ -69,8 +74,8 @@ class Agent : public cni_service::DeviceResolver {
   // serving. Unchanged pools keep their servers and streams.
   absl::Status Reload();
 
-  // A new inventory and health view (from the health monitor): every pool's
-  // snapshot is rebuilt and changed lists reach the open streams.
+  // The entry point for node changes: a new inventory and health view. Every
+  // pool's snapshot is rebuilt and changed lists reach the open streams.
   void OnNodeChanged(const NodeInventory& inventory,
                      const std::map<std::string, DeviceHealth>& health);
 
@@ -84,28 +89,31 @@ class Agent : public cni_service::DeviceResolver {
   std::string NodeJson() const;
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
-  NodeView node() const;
-  std::vector<PodDeviceHold> holds() const;
-
-  // DeviceResolver for the CNI service: a PodResources (resource, ID) to its
-  // RDMA device, exclusive or shared, EFA or not.
+  NodeView node() const { return registry_->node(); }
+  std::vector<PodDeviceHold> holds() const { return registry_->holds(); }
+  // What the CNI service asks: a PodResources (resource, ID) to its device.
   std::optional<cni_service::GrantedDevice> Resolve(const std::string& resource,
-                                                    const std::string& device_id) const override;
-  Config config() const;
-  std::vector<std::shared_ptr<PoolState>> pools() const;
+                                                    const std::string& device_id) const {
+    return resolver_.Resolve(resource, device_id);
+  }
+  Config config() const { return registry_->config(); }
+  std::vector<std::shared_ptr<PoolState>> pools() const { return registry_->pools(); }
+  PoolRegistry& registry() { return *registry_; }
   PluginManager& plugins() { return *plugins_; }
   HealthMonitor* health_monitor() { return monitor_.get(); }
   const AgentOptions& options() const { return options_; }
 
  private:
   absl::Status ApplyConfig(const Config& config);
-  std::shared_ptr<const PoolSnapshot> BuildPoolSnapshot(const PoolConfig& pool) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void RebuildAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteSideFilesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  status::StatusInput StatusNow() const;
+  void RequestRefresh();
   void RunAllocationWatcher();
 
   const AgentOptions options_;
+  // Declared first: outlives the servers, writers and views that use it.
+  std::unique_ptr<PoolRegistry> registry_;
+  PoolDeviceResolver resolver_{registry_.get()};
+  std::unique_ptr<SideFileWriter> side_files_;
   // Keeps counter files open between /metrics renders.
   mutable MetricsRenderer metrics_renderer_{options_.paths};
   std::unique_ptr<PluginManager> plugins_;
@@ -114,26 +122,17 @@ class Agent : public cni_service::DeviceResolver {
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<podresources::PodResourcesClient> podresources_;
-  std::unique_ptr<cdi::CdiSpecWriter> cdi_writer_;
-  std::thread watcher_;
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
-  mutable std::mutex mu_;
+  std::atomic<uint64_t> podresources_errors_{0};
+  std::atomic<bool> podresources_seen_{false};  // the socket existed once
+  // The allocation watcher's own state.
+  std::thread watcher_;
+  std::mutex watcher_mu_;
   std::condition_variable watcher_cv_;
-  Config config_ ABSL_GUARDED_BY(mu_);
-  NodeView node_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
-  // Devices each pool has ever selected: a removed one stays listed Unhealthy.
-  std::map<std::string, std::vector<std::string>> pool_members_ ABSL_GUARDED_BY(mu_);
-  // From PodResources: who holds which device, and the units withdrawn
-  // because their device is held through a conflicting pool.
-  std::vector<PodDeviceHold> holds_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> allocated_units_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::set<std::string>> withdrawn_ ABSL_GUARDED_BY(mu_);
-  uint64_t podresources_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stop_watcher_ ABSL_GUARDED_BY(mu_) = false;
-  bool refresh_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_watcher_ ABSL_GUARDED_BY(watcher_mu_) = false;
+  bool refresh_requested_ ABSL_GUARDED_BY(watcher_mu_) = false;
 };
 
 }  // namespace fabric

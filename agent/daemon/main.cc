@@ -9,8 +9,8 @@
 #include "absl/flags/usage.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/base/memlock_limit.h"
 #include "agent/daemon/agent_runner.h"
-#include "tools/oci-hook/memlock_hook.h"
 
 ABSL_FLAG(std::string, config, "",
           "Pool configuration file (YAML or JSON); empty: built-in defaults");
@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   opts.memlock_limit = absl::GetFlag(FLAGS_memlock_limit);
   opts.agent_socket = absl::GetFlag(FLAGS_agent_socket);
   opts.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
-  if (!fabric::memlock_hook::ParseMemlock(opts.memlock_limit).ok()) {
+  rlim_t memlock = 0;
+  if (!fabric::ParseMemlockLimit(opts.memlock_limit, &memlock, nullptr)) {
     std::fprintf(stderr,
                  "fabric-agent: --memlock-limit: '%s' is not unlimited, bytes or <n>Ki/Mi/Gi\n",
                  opts.memlock_limit.c_str());

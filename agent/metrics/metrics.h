@@ -15,29 +15,11 @@
 #include <vector>
 
 #include "agent/base/host_paths.h"
+#include "agent/base/latency_histogram.h"
 #include "agent/metrics/counter_reader.h"
 #include "agent/model/device.h"
 
 namespace fabric {
-
-// A fixed-bucket latency histogram safe for concurrent Observe().
-class LatencyHistogram {
- public:
-  static constexpr std::array<double, 11> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                     0.01,   0.025,   0.05,   0.1,   1.0};
-  void Observe(double seconds);
-  struct Snapshot {
-    std::array<uint64_t, kBounds.size()> cumulative{};
-    uint64_t count = 0;
-    double sum = 0;
-  };
-  Snapshot Read() const;
-
- private:
-  std::array<std::atomic<uint64_t>, kBounds.size()> buckets_{};
-  std::atomic<uint64_t> count_{0};
-  std::atomic<uint64_t> sum_nanos_{0};
-};
 
 struct PoolMetrics {
   std::string resource;
@@ -50,12 +32,6 @@ struct PoolMetrics {
   uint64_t allocate_ok = 0;
   uint64_t allocate_error = 0;
   LatencyHistogram::Snapshot allocate_latency;
-};
-
-// One container's hold on one device (deduplicated by device).
-struct PodDeviceHold {
-  std::string ns, pod, container, resource, device;
-  bool operator==(const PodDeviceHold&) const = default;
 };
 
 struct MetricsInput {

@@ -91,6 +91,14 @@ struct NodeInventory {
   const RdmaDevice* Find(const std::string& name) const;
 };
 
+// One container's hold on one device, as the kubelet's PodResources reports
+// it (deduplicated by device). Ordered so a list of holds compares by content.
+struct PodDeviceHold {
+  std::string ns, pod, container, resource, device;
+  bool operator==(const PodDeviceHold&) const = default;
+  auto operator<=>(const PodDeviceHold&) const = default;
+};
+
 }  // namespace fabric
 
 #endif  // FABRIC_AGENT_MODEL_DEVICE_H_

@@ -8,27 +8,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 
 namespace fabric::podresources {
 namespace {
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  std::string msg = absl::StrCat("PodResources ", what, ": ", s.error_message());
-  switch (s.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(msg);
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::DeadlineExceededError(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return absl::ResourceExhaustedError(msg);
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return absl::UnimplementedError(msg);
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::UnknownError(msg);
-  }
+  return FromGrpcStatus(s, absl::StrCat("PodResources ", what));
 }
 
 // The kubelet reports Get errors as plain (code Unknown) errors; the text is

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
 #include "fabric/agent/v1/agent.grpc.pb.h"
 
 namespace fabric::cni {
@@ -68,7 +69,7 @@ class GrpcAgentClient : public AgentClient {
       return absl::UnavailableError(
           absl::StrCat("fabric agent unreachable at ", socket_path_, ": ", msg));
     }
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
+    return FromGrpcStatus(s);
   }
 
   std::string socket_path_;

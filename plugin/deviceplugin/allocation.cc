@@ -18,6 +18,17 @@ std::string DevicesEnvName(const std::string& resource) {
   return out;
 }
 
+std::shared_ptr<const v1beta1::ListAndWatchResponse> MakeDeviceList(const PoolSnapshot& snap) {
+  auto msg = std::make_shared<v1beta1::ListAndWatchResponse>();
+  for (const PoolUnit& u : snap.units) {
+    v1beta1::Device* d = msg->add_devices();
+    d->set_id(u.id);
+    d->set_health(u.healthy ? "Healthy" : "Unhealthy");
+    if (u.numa_node >= 0) d->mutable_topology()->add_nodes()->set_id(u.numa_node);
+  }
+  return msg;
+}
+
 absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     const PoolSnapshot& snap, const v1beta1::ContainerAllocateRequest& req) {
   if (req.devices_ids().empty()) {
@@ -36,9 +47,9 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
     if (!unit->healthy) {
       auto h = snap.health.find(unit->device);
-      std::string reason = h != snap.health.end() && !h->second.reason.empty()
-                               ? h->second.reason
-                               : "withdrawn while its device is held through another pool";
+      std::string reason = h != snap.health.end() && !h->second.healthy ? h->second.reason : "";
+      if (reason.empty()) reason = unit->withdrawn;
+      if (reason.empty()) reason = "withdrawn while its device is held through another pool";
       return absl::FailedPreconditionError(
           absl::StrCat(snap.resource, ": device ID \"", id, "\" is unhealthy: ", reason));
     }

@@ -4,12 +4,13 @@
 #ifndef FABRIC_PLUGIN_DEVICEPLUGIN_ALLOCATION_H_
 #define FABRIC_PLUGIN_DEVICEPLUGIN_ALLOCATION_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/pools/pool_snapshot.h"
 #include "deviceplugin/v1beta1/api.pb.h"
-#include "plugin/deviceplugin/pool_snapshot.h"
 
 namespace fabric {
 
@@ -26,6 +27,10 @@ std::string DevicesEnvName(const std::string& resource);
 // kInvalidArgument an empty or duplicated request.
 absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     const PoolSnapshot& snap, const v1beta1::ContainerAllocateRequest& req);
+
+// The ListAndWatch message for a snapshot: every unit, "Healthy"/"Unhealthy",
+// TopologyInfo only when the NUMA node is known (never a default node 0).
+std::shared_ptr<const v1beta1::ListAndWatchResponse> MakeDeviceList(const PoolSnapshot& snap);
 
 // Preferred IDs for one container: every must_include ID first; exclusive
 // pools then stay on as few NUMA nodes as possible; shared pools spread the

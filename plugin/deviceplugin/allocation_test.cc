@@ -4,7 +4,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "plugin/deviceplugin/pool_state.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric {

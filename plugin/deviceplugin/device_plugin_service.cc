@@ -4,33 +4,12 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "plugin/deviceplugin/allocation.h"
 
 namespace fabric {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  grpc::StatusCode code;
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      code = grpc::StatusCode::NOT_FOUND;
-      break;
-    case absl::StatusCode::kInvalidArgument:
-      code = grpc::StatusCode::INVALID_ARGUMENT;
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-      code = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
-    case absl::StatusCode::kUnavailable:
-      code = grpc::StatusCode::UNAVAILABLE;
-      break;
-    default:
-      code = grpc::StatusCode::INTERNAL;
-      break;
-  }
-  return grpc::Status(code, std::string(s.message()));
-}
 
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
@@ -41,7 +20,7 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s)
 // One open ListAndWatch stream. Only the newest device list matters, so a list
 // that arrives while a write is in flight replaces any older pending one.
 class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>,
-                                  public DeviceListSubscriber {
+                                  public PoolSubscriber {
  public:
   explicit ListAndWatchReactor(std::shared_ptr<PoolState> pool) : pool_(std::move(pool)) {
     auto first = pool_->Subscribe(this);
@@ -49,10 +28,10 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
     constructed_.store(true, std::memory_order_release);
   }
 
-  void Push(std::shared_ptr<const v1beta1::ListAndWatchResponse> msg) override {
+  void Push(std::shared_ptr<const PoolSnapshot> snap) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
-    pending_ = std::move(msg);
+    pending_ = std::move(snap);
     if (!writing_) StartNextLocked();
   }
 
@@ -98,7 +77,7 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
 
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    in_flight_ = std::move(pending_);
+    in_flight_ = MakeDeviceList(*pending_);
     pending_.reset();
     writing_ = true;
     pool_->stats().list_and_watch_messages++;
@@ -120,7 +99,7 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
   std::shared_ptr<PoolState> pool_;
   std::atomic<bool> constructed_{false};
   std::mutex mu_;
-  std::shared_ptr<const v1beta1::ListAndWatchResponse> pending_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PoolSnapshot> pending_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1beta1::ListAndWatchResponse> in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -177,10 +156,20 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
   for (const auto& creq : req->container_requests()) {
     auto c = AllocateContainer(*snap, creq);
     if (!c.ok()) {
-      status = ToGrpc(c.status());
+      status = ToGrpcStatus(c.status());
       break;
     }
     *resp->add_container_responses() = std::move(*c);
+  }
+  if (status.ok()) {
+    // Record the grant with the pools before answering: a device granted here
+    // is withdrawn from conflicting pools now, and a grant that collides with
+    // one made moments ago through another pool is refused, loudly.
+    std::vector<std::string> ids;
+    for (const auto& c : req->container_requests()) {
+      ids.insert(ids.end(), c.devices_ids().begin(), c.devices_ids().end());
+    }
+    status = ToGrpcStatus(pool_->Claim(ids));
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -196,7 +185,6 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     LogInfo(Component::kPlugin, "{}: allocated {}", snap->resource, ids);
   }
   pool_->stats().allocate_latency.Observe(secs);
-  if (status.ok()) pool_->AfterAllocate();
   return Done(ctx, std::move(status));
 }
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "agent/pools/pool_state.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
-#include "plugin/deviceplugin/pool_state.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace fabric {

@@ -35,18 +35,6 @@ uint64_t SocketInode(const std::string& path) {
   return id == 0 ? 1 : id;
 }
 
-absl::Status MkdirAll(const std::string& path, mode_t mode) {
-  std::string cur;
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-        return ErrnoError(errno, "mkdir", cur);
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 bool ParseRegistrationMode(const std::string& s, RegistrationMode* out) {

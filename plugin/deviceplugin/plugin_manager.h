@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
+#include "agent/pools/pool_state.h"
 #include "plugin/deviceplugin/device_plugin_service.h"
-#include "plugin/deviceplugin/pool_state.h"
 
 namespace fabric {
 

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
@@ -27,14 +28,12 @@ namespace fabric::sim {
 
 using internal::CleanupPluginDirectory;
 using internal::DialBlocking;
-using internal::FromGrpc;
 using internal::IsSocket;
 using internal::IsSupportedVersion;
 using internal::kCheckpointName;
 using internal::kDevicePluginType;
 using internal::kHealthy;
 using internal::kVersion;
-using internal::MkdirAll;
 using internal::NewChannel;
 using internal::SortedNatural;
 using internal::SupportedVersions;
@@ -54,16 +53,6 @@ bool IsSocket(const std::string& path) {
   struct stat st {};
   // os.Stat in the kubelet follows symlinks; so do we.
   return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-// os.MkdirAll(path, mode): the mode applies to directories it creates.
-absl::Status MkdirAll(const std::string& path, mode_t mode) {
-  if (IsDirectory(path)) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) return ErrnoError(ec.value(), "mkdir", path);
-  if (::chmod(path.c_str(), mode) != 0) return ErrnoError(errno, "chmod", path);
-  return absl::OkStatus();
 }
 
 // CleanupPluginDirectory: removes unix sockets only; directories, the
@@ -110,10 +99,6 @@ bool DialBlocking(const std::shared_ptr<grpc::Channel>& channel, absl::Duration 
     const absl::Time slice = std::min(deadline, now + absl::Milliseconds(50));
     channel->WaitForStateChange(state, absl::ToChronoTime(slice));
   }
-}
-
-absl::Status FromGrpc(const grpc::Status& status, const std::string& message) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 
 std::vector<std::string> SortedNatural(const std::set<std::string>& ids) {

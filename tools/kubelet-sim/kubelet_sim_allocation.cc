@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
@@ -27,14 +28,12 @@ namespace fabric::sim {
 
 using internal::CleanupPluginDirectory;
 using internal::DialBlocking;
-using internal::FromGrpc;
 using internal::IsSocket;
 using internal::IsSupportedVersion;
 using internal::kCheckpointName;
 using internal::kDevicePluginType;
 using internal::kHealthy;
 using internal::kVersion;
-using internal::MkdirAll;
 using internal::NewChannel;
 using internal::SortedNatural;
 using internal::SupportedVersions;
@@ -74,7 +73,7 @@ absl::StatusOr<v1beta1::AllocateResponse> KubeletSim::AllocateIds(
     ++resources_[resource].allocate_calls;
     NotifyLocked();
   }
-  if (!status.ok()) return FromGrpc(status, GoGrpcError(status));
+  if (!status.ok()) return absl::Status(FromGrpcStatus(status).code(), GoGrpcError(status));
   return response;
 }
 
@@ -97,7 +96,7 @@ absl::StatusOr<v1beta1::PreferredAllocationResponse> KubeletSim::Preferred(
     ++resources_[resource].preferred_calls;
     NotifyLocked();
   }
-  if (!status.ok()) return FromGrpc(status, GoGrpcError(status));
+  if (!status.ok()) return absl::Status(FromGrpcStatus(status).code(), GoGrpcError(status));
   return response;
 }
 
@@ -117,7 +116,7 @@ absl::Status KubeletSim::PreStart(const std::string& resource,
     ++resources_[resource].pre_start_calls;
     NotifyLocked();
   }
-  if (!status.ok()) return FromGrpc(status, GoGrpcError(status));
+  if (!status.ok()) return absl::Status(FromGrpcStatus(status).code(), GoGrpcError(status));
   return absl::OkStatus();
 }
 

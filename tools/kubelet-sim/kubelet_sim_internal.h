@@ -32,8 +32,6 @@ inline constexpr char kDevicePluginType[] = "DevicePlugin";
 const std::vector<std::string>& SupportedVersions();
 bool IsSupportedVersion(const std::string& v);
 bool IsSocket(const std::string& path);
-// os.MkdirAll(path, mode): the mode applies to directories it creates.
-absl::Status MkdirAll(const std::string& path, mode_t mode);
 // The kubelet's start-up cleanup of device-plugins (see kubelet_sim.cc).
 absl::Status CleanupPluginDirectory(const std::string& dir, KubeletVersion version);
 // A fresh connection per dial (no shared subchannel), optionally with the
@@ -42,7 +40,6 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket_path, bool l
 // grpc.DialContext(..., WithBlock()) with a timeout: true once READY.
 bool DialBlocking(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
                   const std::function<bool()>& aborted);
-absl::Status FromGrpc(const grpc::Status& status, const std::string& message);
 std::vector<std::string> SortedNatural(const std::set<std::string>& ids);
 
 }  // namespace internal

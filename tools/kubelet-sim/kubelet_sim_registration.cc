@@ -26,14 +26,12 @@ namespace fabric::sim {
 
 using internal::CleanupPluginDirectory;
 using internal::DialBlocking;
-using internal::FromGrpc;
 using internal::IsSocket;
 using internal::IsSupportedVersion;
 using internal::kCheckpointName;
 using internal::kDevicePluginType;
 using internal::kHealthy;
 using internal::kVersion;
-using internal::MkdirAll;
 using internal::NewChannel;
 using internal::SortedNatural;
 using internal::SupportedVersions;

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/base/memlock_limit.h"
+
 namespace fabric::memlock_hook {
 namespace {
 
@@ -20,46 +22,10 @@ std::string ErrnoText(int e) { return std::string(std::strerror(e)); }
 }  // namespace
 
 HookResult<rlim_t> ParseMemlock(const std::string& text) {
-  using R = HookResult<rlim_t>;
-  if (text == "unlimited" || text == "infinity" || text == "-1") return R::Ok(RLIM_INFINITY);
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) {
-    return R::Err("invalid --memlock value \"" + text +
-                  "\": want unlimited, a byte count, or <n>Ki/Mi/Gi/Ti");
-  }
-  std::string suffix = text.substr(digits);
-  int shift = 0;
-  if (suffix.empty()) {
-    shift = 0;
-  } else if (suffix == "Ki") {
-    shift = 10;
-  } else if (suffix == "Mi") {
-    shift = 20;
-  } else if (suffix == "Gi") {
-    shift = 30;
-  } else if (suffix == "Ti") {
-    shift = 40;
-  } else {
-    return R::Err("invalid --memlock suffix \"" + suffix + "\" in \"" + text +
-                  "\": use Ki, Mi, Gi or Ti (binary units)");
-  }
-  uint64_t n = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    uint64_t d = static_cast<uint64_t>(text[i] - '0');
-    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) {
-      return R::Err("--memlock value \"" + text + "\" overflows 64 bits");
-    }
-    n = n * 10 + d;
-  }
-  if (shift > 0 && n > (std::numeric_limits<uint64_t>::max() >> shift)) {
-    return R::Err("--memlock value \"" + text + "\" overflows 64 bits");
-  }
-  n <<= shift;
-  // RLIM_INFINITY is all ones; a byte count equal to it would silently mean
-  // "unlimited", so require the word for that.
-  if (n == RLIM_INFINITY) return R::Err("--memlock value \"" + text + "\" is too large");
-  return R::Ok(static_cast<rlim_t>(n));
+  rlim_t v = 0;
+  std::string error;
+  if (!ParseMemlockLimit(text, &v, &error)) return HookResult<rlim_t>::Err(error);
+  return HookResult<rlim_t>::Ok(v);
 }
 
 HookResult<Options> ParseArgs(const std::vector<std::string>& args) {

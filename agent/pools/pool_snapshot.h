@@ -1,8 +1,8 @@
 // PoolSnapshot: one resource pool's advertised units at one moment, immutable
 // and shared between the gRPC threads (ListAndWatch, Allocate) and the agent
 // thread that builds the next one.
-#ifndef FABRIC_PLUGIN_DEVICEPLUGIN_POOL_SNAPSHOT_H_
-#define FABRIC_PLUGIN_DEVICEPLUGIN_POOL_SNAPSHOT_H_
+#ifndef FABRIC_AGENT_POOLS_POOL_SNAPSHOT_H_
+#define FABRIC_AGENT_POOLS_POOL_SNAPSHOT_H_
 
 #include <map>
 #include <memory>
@@ -23,6 +23,9 @@ struct PoolUnit {
   std::string device;  // the RDMA device it grants
   int numa_node = -1;
   bool healthy = true;
+  // Why a unit of a healthy device is Unhealthy: its device is held through a
+  // conflicting pool ("withdrawn while device mlx5_0 is held through <pool> (exclusive)").
+  std::string withdrawn;
 };
 
 struct PoolSnapshot {
@@ -42,13 +45,14 @@ struct PoolSnapshot {
 
 // Inputs for building a snapshot. `devices` are the devices the pool selects,
 // including ones that disappeared but must stay listed (Unhealthy). Unit IDs in
-// `withdrawn` are advertised Unhealthy (conflict with the other pool mode).
+// `withdrawn` are advertised Unhealthy (conflict with the other pool mode), the
+// value saying why.
 struct SnapshotInputs {
   const PoolConfig* pool = nullptr;
   std::vector<RdmaDevice> devices;
   std::map<std::string, DeviceHealth> health;
   std::optional<CharDevice> rdma_cm;
-  std::set<std::string> withdrawn;
+  std::map<std::string, std::string> withdrawn;
   std::string cdi_kind;
 };
 
@@ -60,4 +64,4 @@ std::string TokenId(const std::string& device, int index, int tokens_per_device)
 
 }  // namespace fabric
 
-#endif  // FABRIC_PLUGIN_DEVICEPLUGIN_POOL_SNAPSHOT_H_
+#endif  // FABRIC_AGENT_POOLS_POOL_SNAPSHOT_H_

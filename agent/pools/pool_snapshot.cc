@@ -1,4 +1,4 @@
-#include "plugin/deviceplugin/pool_snapshot.h"
+#include "agent/pools/pool_snapshot.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -40,7 +40,8 @@ std::shared_ptr<const PoolSnapshot> BuildSnapshot(const SnapshotInputs& in) {
       unit.id = in.pool->mode == PoolMode::kShared ? TokenId(dev.name, t, tokens) : dev.name;
       unit.device = dev.name;
       unit.numa_node = dev.numa_node();
-      unit.healthy = health.healthy && !in.withdrawn.count(unit.id);
+      if (auto w = in.withdrawn.find(unit.id); w != in.withdrawn.end()) unit.withdrawn = w->second;
+      unit.healthy = health.healthy && unit.withdrawn.empty();
       snap->unit_index[unit.id] = snap->units.size();
       snap->units.push_back(std::move(unit));
     }

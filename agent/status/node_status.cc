@@ -1,0 +1,136 @@
+#include "agent/status/node_status.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/host_paths.h"
+#include "nlohmann/json.hpp"
+
+namespace fabric::status {
+namespace {
+
+const Registration* FindRegistration(const StatusInput& in, const std::string& resource) {
+  for (const Registration& r : in.registrations) {
+    if (r.resource == resource) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+MetricsInput BuildMetricsInput(const StatusInput& in) {
+  const NodeView& node = in.pools.node;
+  MetricsInput m;
+  m.version = in.version;
+  m.kubelet_restarts = in.kubelet_restarts;
+  m.devices = node.inventory.devices;
+  m.health = node.health;
+  for (const auto& [name, dev] : node.known) {
+    if (!node.inventory.Find(name)) m.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
+  }
+  for (const auto& d : node.inventory.devices) m.health.emplace(d.name, DeviceHealth{});
+  m.holds = in.pools.holds;
+  m.podresources_errors = in.podresources_errors;
+  m.discovery_warnings = node.inventory.warnings.size();
+  for (const PoolRegistry::PoolView& p : in.pools.pools) {
+    PoolMetrics pm;
+    pm.resource = p.config.name;
+    pm.mode = PoolModeName(p.config.mode);
+    pm.units = p.snapshot->units.size();
+    pm.healthy_units = p.snapshot->HealthyCount();
+    pm.allocated_units = p.allocated_units;
+    if (const Registration* r = FindRegistration(in, p.config.name)) {
+      pm.registered = r->registered;
+      pm.registration_mode = r->mode;
+    }
+    PoolStats& stats = p.state->stats();
+    const uint64_t calls = stats.allocate_calls.load();
+    pm.allocate_error = stats.allocate_errors.load();
+    pm.allocate_ok = calls - pm.allocate_error;
+    pm.allocate_latency = stats.allocate_latency.Read();
+    m.pools.push_back(std::move(pm));
+  }
+  return m;
+}
+
+std::string NotReadyReason(const std::vector<Registration>& registrations) {
+  std::string why;
+  for (const Registration& r : registrations) {
+    if (!r.registered) {
+      absl::StrAppend(&why, why.empty() ? "" : "; ", r.resource, " not registered",
+                      r.last_error.empty() ? "" : ": " + r.last_error);
+    }
+  }
+  return why;
+}
+
+std::string NodeJson(const StatusInput& in) {
+  using nlohmann::json;
+  const NodeView& node = in.pools.node;
+  json out;
+  json devices = json::array();
+  for (const auto& [name, dev] : node.known) {
+    const RdmaDevice* live = node.inventory.Find(name);
+    json d;
+    d["name"] = name;
+    d["kind"] = std::string(DeviceKindName(dev.kind));
+    d["present"] = live != nullptr;
+    auto h = node.health.find(name);
+    d["healthy"] = live != nullptr && (h == node.health.end() || h->second.healthy);
+    d["reason"] =
+        live == nullptr ? "device removed" : (h == node.health.end() ? "" : h->second.reason);
+    d["pci"] = dev.pci ? json(dev.pci->address) : json(nullptr);
+    d["numa_node"] = dev.numa_node();
+    d["uverbs"] = {{"path", HostDevicePath(dev.uverbs.rel_path)},
+                   {"major", dev.uverbs.major},
+                   {"minor", dev.uverbs.minor}};
+    d["netdev"] = dev.PrimaryNetdev();
+    d["link_layer"] = dev.LinkLayer();
+    d["pools"] = PoolsSelecting(in.pools.config, dev);
+    json ports = json::array();
+    for (const PortInfo& p : (live ? live->ports : dev.ports)) {
+      ports.push_back({{"port", p.number},
+                       {"state", p.state},
+                       {"phys_state", p.phys_state},
+                       {"link_layer", p.link_layer},
+                       {"rate", p.rate},
+                       {"active", p.active()}});
+    }
+    d["ports"] = ports;
+    devices.push_back(d);
+  }
+  out["devices"] = devices;
+  out["rdma_cm"] = node.inventory.rdma_cm ? json({{"major", node.inventory.rdma_cm->major},
+                                                  {"minor", node.inventory.rdma_cm->minor}})
+                                          : json(nullptr);
+  json pools = json::array();
+  for (const PoolRegistry::PoolView& pv : in.pools.pools) {
+    json p;
+    p["resource"] = pv.config.name;
+    p["mode"] = PoolModeName(pv.config.mode);
+    p["units"] = pv.snapshot->units.size();
+    p["healthy_units"] = pv.snapshot->HealthyCount();
+    p["allocated_units"] = pv.allocated_units;
+    p["withdrawn_units"] = pv.withdrawn_units;
+    p["pending_grants"] = pv.pending_grants;
+    p["registered"] = false;
+    if (const Registration* r = FindRegistration(in, pv.config.name)) {
+      p["registered"] = r->registered;
+      p["registration"] = r->mode;
+      p["socket"] = r->socket;
+    }
+    pools.push_back(p);
+  }
+  out["pools"] = pools;
+  json holds = json::array();
+  for (const PodDeviceHold& h : in.pools.holds) {
+    holds.push_back({{"namespace", h.ns},
+                     {"pod", h.pod},
+                     {"container", h.container},
+                     {"resource", h.resource},
+                     {"device", h.device}});
+  }
+  out["allocations"] = holds;
+  out["warnings"] = node.inventory.warnings;
+  return out.dump(2) + "\n";
+}
+
+}  // namespace fabric::status

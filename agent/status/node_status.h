@@ -1,0 +1,47 @@
+// The agent's status views, built from one consistent copy of the pools
+// (PoolRegistry::View) plus what the servers report about registration:
+// the /metrics input, the /readyz reason and the /v1/node JSON. Pure
+// functions: the HTTP thread calls them outside every lock Allocate takes.
+#ifndef FABRIC_AGENT_STATUS_NODE_STATUS_H_
+#define FABRIC_AGENT_STATUS_NODE_STATUS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/metrics/metrics.h"
+#include "agent/pools/pool_registry.h"
+
+namespace fabric::status {
+
+// One pool's registration with the kubelet, as the servers report it.
+struct Registration {
+  std::string resource;
+  std::string socket;
+  std::string mode;  // "kubelet" | "watcher"
+  bool registered = false;
+  std::string last_error;
+};
+
+struct StatusInput {
+  std::string version;
+  PoolRegistry::View pools;
+  std::vector<Registration> registrations;
+  uint64_t kubelet_restarts = 0;
+  uint64_t podresources_errors = 0;
+};
+
+// The input of RenderMetrics (agent/metrics).
+MetricsInput BuildMetricsInput(const StatusInput& in);
+
+// Empty when every pool is registered, else "<resource> not registered[: <error>]; ...".
+std::string NotReadyReason(const std::vector<Registration>& registrations);
+
+// The /v1/node document: devices (present, health, ports, pools selecting
+// them), rdma_cm, pools (units, healthy, allocated, withdrawn, pending
+// grants, registration), allocations and discovery warnings.
+std::string NodeJson(const StatusInput& in);
+
+}  // namespace fabric::status
+
+#endif  // FABRIC_AGENT_STATUS_NODE_STATUS_H_
