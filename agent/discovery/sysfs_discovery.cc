@@ -29,6 +29,7 @@ class Skip {
     std::string line = absl::StrCat("skipping RDMA device ", device, ": ", why);
     LogWarn(Component::kDiscovery, "{}", line);
     inv_->warnings.push_back(std::move(line));
+    inv_->skipped.push_back(device);
   }
 
  private:
