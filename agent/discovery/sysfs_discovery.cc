@@ -145,7 +145,7 @@ absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
     if (!text.ok()) return text.status();
     if (!ParseNumberedState(*text, code, name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": expected '<n>: <NAME>', got '", *text, "'"));
+          absl::StrCat(path, ": expected '<n>: <NAME>', got ", QuoteContent(*text)));
     }
   }
   for (auto [file, out] : {std::pair{"/link_layer", &p.link_layer}, std::pair{"/rate", &p.rate},
