@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -19,6 +20,13 @@
 #include "agent/base/errors.h"
 
 namespace fabric {
+
+std::string QuoteContent(absl::string_view content) {
+  constexpr size_t kMax = 64;
+  if (content.size() <= kMax) return absl::StrCat("'", absl::CHexEscape(content), "'");
+  return absl::StrCat("'", absl::CHexEscape(content.substr(0, kMax)), "...' (", content.size(),
+                      " bytes)");
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -51,7 +59,7 @@ absl::StatusOr<int64_t> ReadInt(const std::string& path) {
   if (!s.ok()) return s.status();
   int64_t v;
   if (!absl::SimpleAtoi(*s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not an integer: '", *s, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an integer: ", QuoteContent(*s)));
   }
   return v;
 }
@@ -61,7 +69,7 @@ absl::StatusOr<uint64_t> ReadU64(const std::string& path) {
   if (!s.ok()) return s.status();
   uint64_t v;
   if (s->empty() || s->front() == '-' || !absl::SimpleAtoi(*s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a counter: '", *s, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a counter: ", QuoteContent(*s)));
   }
   return v;
 }
@@ -73,7 +81,7 @@ absl::StatusOr<uint32_t> ReadHex(const std::string& path) {
   if (!absl::ConsumePrefix(&v, "0x")) absl::ConsumePrefix(&v, "0X");
   uint32_t out;
   if (v.empty() || v.size() > 8 || !absl::SimpleHexAtoi(v, &out)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a hex number: '", *s, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a hex number: ", QuoteContent(*s)));
   }
   return out;
 }
@@ -86,7 +94,7 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> ReadDevNumbers(const std::string& 
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &major) ||
       !absl::SimpleAtoi(parts[1], &minor)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": expected 'major:minor', got '", *s, "'"));
+        absl::StrCat(path, ": expected 'major:minor', got ", QuoteContent(*s)));
   }
   return std::make_pair(major, minor);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fabric {
 
@@ -24,6 +25,10 @@ absl::StatusOr<uint64_t> ReadU64(const std::string& path);
 absl::StatusOr<uint32_t> ReadHex(const std::string& path);
 // A "major:minor" file such as class/infiniband_verbs/uverbs0/dev.
 absl::StatusOr<std::pair<uint32_t, uint32_t>> ReadDevNumbers(const std::string& path);
+// File content quoted for an error message or a log line: at most the first
+// 64 bytes, C-escaped (a garbage file cannot break the line), "'abc'" or
+// "'abc...' (70000 bytes)".
+std::string QuoteContent(absl::string_view content);
 // The target of a symlink (not resolved).
 absl::StatusOr<std::string> ReadLink(const std::string& path);
 // Canonical absolute path (symlinks resolved). kNotFound if missing.

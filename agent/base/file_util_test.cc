@@ -47,6 +47,14 @@ TEST_F(FileUtilTest, MalformedValuesNameTheFile) {
   EXPECT_THAT(ReadU64(dir_ + "/missing"), StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST(QuoteContentTest, ShortIsQuotedWholeLongIsCutEscapedAlways) {
+  EXPECT_EQ(QuoteContent("garbage"), "'garbage'");
+  EXPECT_EQ(QuoteContent("a\nb"), "'a\\nb'");
+  EXPECT_EQ(QuoteContent(std::string(64, 'x')), "'" + std::string(64, 'x') + "'");
+  EXPECT_EQ(QuoteContent(std::string(65536, 'x')),
+            "'" + std::string(64, 'x') + "...' (65536 bytes)");
+}
+
 TEST_F(FileUtilTest, ListDirSortsNaturally) {
   for (const char* n : {"uverbs10", "uverbs2", "uverbs1"}) Write(n, "");
   EXPECT_THAT(ListDir(dir_),

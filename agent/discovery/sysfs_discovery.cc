@@ -29,6 +29,7 @@ class Skip {
     std::string line = absl::StrCat("skipping RDMA device ", device, ": ", why);
     LogWarn(Component::kDiscovery, "{}", line);
     inv_->warnings.push_back(std::move(line));
+    inv_->skipped.push_back(device);
   }
 
  private:
@@ -144,7 +145,7 @@ absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
     if (!text.ok()) return text.status();
     if (!ParseNumberedState(*text, code, name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": expected '<n>: <NAME>', got '", *text, "'"));
+          absl::StrCat(path, ": expected '<n>: <NAME>', got ", QuoteContent(*text)));
     }
   }
   for (auto [file, out] : {std::pair{"/link_layer", &p.link_layer}, std::pair{"/rate", &p.rate},

@@ -14,8 +14,9 @@
 namespace fabric {
 
 // Walks the sysfs tree under paths.sysfs_root. A device whose verbs node is
-// missing or whose files are malformed is skipped and reported in
-// NodeInventory::warnings (one line naming the file); the rest continues.
+// missing or whose files are malformed is skipped, named in
+// NodeInventory::skipped and reported in NodeInventory::warnings (one line
+// naming the file, quoting at most 64 bytes of it); the rest continues.
 // When <dev_root>/infiniband exists, a device whose /dev node is absent there
 // is skipped too (the runtime would fail to create any container granted it);
 // when it does not exist (agent without /dev mounted) nodes are not checked.

@@ -160,6 +160,25 @@ TEST(DiscoveryTest, MalformedFilesSkipOnlyThatDeviceWithOneWarning) {
   EXPECT_THAT(all, HasSubstr("ports/1/state"));
   EXPECT_THAT(all, HasSubstr("numa_node"));
   EXPECT_THAT(inv->warnings, SizeIs(5));  // uverbs1 ignored + 4 skipped devices
+  // The inventory looks again at what it skipped (the file may heal).
+  EXPECT_THAT(inv->skipped, ElementsAre("rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap83s0"));
+}
+
+// A garbage file is quoted in the warning (and so the log) only in part, and
+// escaped: 64 KiB of it, newlines included, make one short line.
+TEST(DiscoveryTest, GarbageIsQuotedShortAndOnOneLine) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs.WriteFile(fs.IbDevicePath("rdmap79s0").substr(fs.root().size() + 1) + "/ports/1/state",
+               "ACTIVE\n" + std::string(64 * 1024, 'x') + "\n");
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->warnings, SizeIs(1));
+  const std::string& w = inv->warnings[0];
+  EXPECT_THAT(w, HasSubstr("ports/1/state: expected '<n>: <NAME>', got 'ACTIVE\\nxxx"));
+  EXPECT_THAT(w, HasSubstr("...' (65543 bytes)"));
+  EXPECT_EQ(w.find('\n'), std::string::npos);
+  EXPECT_LT(w.size(), 300u);
 }
 
 TEST(DiscoveryTest, MissingDeviceNodeSkippedWhenDevIsVisible) {

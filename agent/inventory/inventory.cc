@@ -84,6 +84,13 @@ RdmaDevice FromJson(const json& j) {
   return d;
 }
 
+bool SameDevices(const NodeInventory& a, const NodeInventory& b) {
+  auto same_name = [](const RdmaDevice& x, const RdmaDevice& y) { return x.name == y.name; };
+  return std::equal(a.devices.begin(), a.devices.end(), b.devices.begin(), b.devices.end(),
+                    same_name) &&
+         a.in_pod_netns == b.in_pod_netns;
+}
+
 }  // namespace
 
 Inventory::Inventory(HostPaths paths, InventoryOptions options, const AttachmentSource* attachments)
@@ -150,6 +157,7 @@ absl::StatusOr<NodeInventory> Inventory::Build(bool strict) {
                                       " but nothing describes it; not listed");
       LogWarn(Component::kDiscovery, "{}", line);
       inv->warnings.push_back(std::move(line));
+      inv->skipped.push_back(name);
       continue;
     }
     inv->devices.push_back(std::move(*dev));
@@ -175,6 +183,19 @@ void Inventory::Accept(NodeInventory inv) {
   SaveState();
 }
 
+void Inventory::NoteSkips(const NodeInventory& inv, absl::Time now) {
+  if (inv.skipped.empty()) {
+    skipping_ = false;
+    skip_backoff_ = absl::ZeroDuration();
+    retry_at_ = absl::InfinitePast();
+    return;
+  }
+  skipping_ = true;
+  skip_backoff_ = std::clamp(skip_backoff_ * 2, options_.skip_retry_initial,
+                             std::max(options_.skip_retry_initial, options_.skip_retry_max));
+  retry_at_ = now + skip_backoff_;
+}
+
 absl::StatusOr<NodeInventory> Inventory::Discover() {
   std::lock_guard<std::mutex> lock(mu_);
   auto listing = Listing();
@@ -182,6 +203,7 @@ absl::StatusOr<NodeInventory> Inventory::Discover() {
   if (!inv.ok()) return inv.status();
   // An unreadable listing now only means the first poll walks again.
   listing_ = listing.ok() ? *listing : std::vector<std::string>{"?"};
+  NoteSkips(*inv, absl::InfinitePast());  // a skip is looked at again at the first poll
   Accept(*inv);
   return current_;
 }
@@ -192,7 +214,9 @@ bool Inventory::Poll(absl::Time now) {
     std::lock_guard<std::mutex> lock(mu_);
     if (failing_ && now < retry_at_) return false;
     auto listing = Listing();
-    if (!failing_ && listing.ok() && *listing == listing_) return false;
+    const bool listing_changed = !listing.ok() || *listing != listing_;
+    const bool skip_retry = !failing_ && !listing_changed && skipping_;
+    if (!failing_ && !listing_changed && !(skipping_ && now >= retry_at_)) return false;
     absl::StatusOr<NodeInventory> inv =
         listing.ok() ? Build(/*strict=*/true) : absl::StatusOr<NodeInventory>(listing.status());
     if (!inv.ok()) {
@@ -214,7 +238,14 @@ bool Inventory::Poll(absl::Time now) {
     failing_ = false;
     backoff_ = options_.retry_initial;
     listing_ = *listing;
+    // A device skipped for a file it could not read or parse (garbage for a
+    // moment, mid hot-plug) would otherwise stay unlisted until some other
+    // device changes the listing: look again, with a bounded backoff.
+    NoteSkips(*inv, now);
+    // A retry that finds the same devices is not worth publishing.
+    const bool same = skip_retry && SameDevices(*inv, current_);
     Accept(*std::move(inv));
+    if (same) return false;
     published = current_;
   }
   if (publish_) publish_(published);

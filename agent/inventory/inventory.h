@@ -1,6 +1,7 @@
 // Inventory: the owner of the node's device list. It does the first discovery
 // and every rediscovery (hot-plug: a change in the class listings), retries a
-// failed rediscovery with backoff while keeping the last good list, and
+// failed rediscovery with backoff while keeping the last good list, walks
+// again (1 s doubling to 10 s) while a device is skipped for a bad file, and
 // publishes node snapshots. It also keeps listing the devices the CNI part
 // moved into Pod network namespaces (exclusive RDMA netns mode), which vanish
 // from the host's sysfs: the durable attachment records say where they are,
@@ -43,6 +44,12 @@ struct InventoryOptions {
   // A failed rediscovery is retried after retry_initial, doubling up to retry_max.
   absl::Duration retry_initial = absl::Milliseconds(200);
   absl::Duration retry_max = absl::Seconds(30);
+  // A walk that skipped a device (a file of it unreadable or garbage, maybe
+  // for a moment) is repeated after skip_retry_initial, doubling up to
+  // skip_retry_max, even if the listing did not change: a healed device
+  // returns within skip_retry_max.
+  absl::Duration skip_retry_initial = absl::Seconds(1);
+  absl::Duration skip_retry_max = absl::Seconds(10);
   // The sysfs walk; DiscoverNode unless a test injects faults here.
   std::function<absl::StatusOr<NodeInventory>(const HostPaths&)> walk;
 };
@@ -78,6 +85,8 @@ class Inventory {
   // record is an error (rediscovery) rather than a warning (first discovery).
   absl::StatusOr<NodeInventory> Build(bool strict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Accept(NodeInventory inv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a successful walk: schedules the next look when it skipped a device.
+  void NoteSkips(const NodeInventory& inv, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoadState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -97,6 +106,9 @@ class Inventory {
   uint64_t failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The last walk skipped a device: walk again at retry_at_ (skip_backoff_ next).
+  bool skipping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration skip_backoff_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

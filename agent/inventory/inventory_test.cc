@@ -129,6 +129,60 @@ TEST(InventoryTest, FailedRediscoveryKeepsTheLastGoodListAndRetriesWithBackoff) 
   EXPECT_EQ(walks, 4);
 }
 
+// Found by test/hostile (flapping sysfs), fixed first in the old health
+// monitor: a device skipped during a rediscovery because one of its files read
+// garbage for a moment stayed "removed" for good once the file healed, since
+// only a change of the class listing triggered the next rediscovery. A walk
+// that skipped a device is retried, 1 s doubling to 10 s; a retry that finds
+// the same devices publishes nothing.
+TEST(InventoryTest, DeviceSkippedForAGarbageFileIsRediscoveredWhenItHeals) {
+  for (const char* file : {"/device/numa_node", "/ports/1/state"}) {
+    SCOPED_TRACE(file);
+    FakeSysfs fs;
+    fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+    int walks = 0;
+    InventoryOptions o;
+    o.walk = [&](const HostPaths& p) {
+      ++walks;
+      return DiscoverNode(p);
+    };
+    Inventory inv(fs.paths(), o, nullptr);
+    ASSERT_OK(inv.Discover());
+    const std::string path = fs.IbDevicePath("rdmap79s0") + file;
+    auto good = ReadFile(path);
+    ASSERT_OK(good);
+    absl::Time t = absl::FromUnixSeconds(1000);
+    fs.AddEfa("rdmap80s0", "0000:50:00.0", {});     // the listing changes...
+    ASSERT_OK(WriteFileAtomic(path, "garbage\n"));  // ...while a file reads garbage
+    ASSERT_TRUE(inv.Poll(t += absl::Milliseconds(200)));
+    ASSERT_THAT(Names(inv.snapshot()), ElementsAre("rdmap80s0"));  // skipped, with a warning
+    EXPECT_THAT(inv.snapshot().skipped, ElementsAre("rdmap79s0"));
+
+    // While the file stays bad: retried with a bounded backoff (1+2+4+8+10+10...
+    // s: 6 walks in 40 s, not one per poll), and the same devices publish nothing.
+    walks = 0;
+    for (int i = 0; i < 200; ++i) EXPECT_FALSE(inv.Poll(t += absl::Milliseconds(200)));
+    EXPECT_GE(walks, 5);
+    EXPECT_LE(walks, 8);
+
+    // Healed: back within the 10 s cap plus one poll, with no listing change.
+    ASSERT_OK(WriteFileAtomic(path, *good));
+    const absl::Time healed = t;
+    while (t - healed < absl::Seconds(30) && inv.snapshot().Find("rdmap79s0") == nullptr) {
+      inv.Poll(t += absl::Milliseconds(200));
+    }
+    EXPECT_THAT(Names(inv.snapshot()), ElementsAre("rdmap79s0", "rdmap80s0"))
+        << "never rediscovered";
+    EXPECT_LE(t - healed, absl::Seconds(10) + absl::Milliseconds(200));
+    EXPECT_THAT(inv.snapshot().skipped, IsEmpty());
+
+    // Nothing skipped any more: no further walks, nothing published.
+    walks = 0;
+    for (int i = 0; i < 300; ++i) EXPECT_FALSE(inv.Poll(t += absl::Seconds(1)));
+    EXPECT_EQ(walks, 0);
+  }
+}
+
 // The same through the fake tree: class/infiniband_verbs cannot be listed
 // (ELOOP here; EMFILE or ENOMEM on a real node). Every device stays.
 TEST(InventoryTest, UnreadableVerbsClassRemovesNothing) {

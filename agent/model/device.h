@@ -84,6 +84,9 @@ struct NodeInventory {
   std::vector<RdmaDevice> devices;    // sorted by name (natural order)
   std::optional<CharDevice> rdma_cm;  // misc rdma_cm node, when loaded
   std::vector<std::string> warnings;  // one line per skipped device/file
+  // Devices present but not listed because a file of theirs could not be
+  // read or parsed (each also has a warning): worth another look later.
+  std::vector<std::string> skipped;
   // Devices listed although the host sysfs no longer shows them: the CNI part
   // moved them into a Pod's netns (exclusive mode). Device -> "namespace/pod".
   std::map<std::string, std::string> in_pod_netns;
