@@ -19,6 +19,7 @@
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
+#include "agent/doctor/doctor.h"
 #include "agent/health/health_monitor.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
@@ -44,6 +45,7 @@ struct AgentOptions {
   std::string memlock_limit = "unlimited";
   std::string nfd_features_file;  // NFD local feature file; empty: not written
   std::string agent_socket;       // CNI agent socket; empty: the CNI part is off
+  doctor::DoctorOptions doctor;   // the fabric doctor (--doctor*); off by default
 };
 
 // The node as the agent last saw it: discovered devices (including removed
@@ -81,6 +83,7 @@ class Agent : public cni_service::DeviceResolver {
   std::string MetricsText() const;
   std::string NotReadyReason() const;
   std::string NodeJson() const;
+  std::string PeersJson() const;  // the doctor's /v1/peers
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
   NodeView node() const;
@@ -114,6 +117,8 @@ class Agent : public cni_service::DeviceResolver {
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
+  std::unique_ptr<doctor::Doctor> doctor_;  // null unless --doctor (and it could start)
+  std::string doctor_error_;
   mutable std::mutex mu_;
   std::condition_variable watcher_cv_;
   Config config_ ABSL_GUARDED_BY(mu_);

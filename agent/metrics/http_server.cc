@@ -58,6 +58,11 @@ absl::Status HttpServer::Start(const std::string& address) {
   server_->Get("/v1/node", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(handlers_.node_json(), "application/json");
   });
+  if (handlers_.peers_json) {
+    server_->Get("/v1/peers", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(handlers_.peers_json(), "application/json");
+    });
+  }
   if (port == 0) {
     port_ = server_->bind_to_any_port(host.c_str());
     if (port_ < 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
