@@ -81,6 +81,12 @@ if [ -x deploy/test/check-manifests.sh ]; then
   record $? "deploy manifests"
 fi
 
+if [ -x test/doctor/run.sh ]; then
+  step "fabric doctor: 3 agents in network namespaces (tcp provider, iptables/link faults)"
+  test/doctor/run.sh "$OUT/main"
+  record $? "fabric doctor"
+fi
+
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then
   step "e2e: real kernel, soft-RoCE VM"
   test/e2e/run.sh "$OUT/main" "$OUT/e2e"

@@ -332,6 +332,27 @@ void Doctor::Round(uint64_t t) {
     if (!std::get<2>(pe.key).empty()) pairs_.erase({std::get<0>(pe.key), key, ""});
   }
   for (auto& [key, s] : nodes_) s.fabric_failed = failed_nodes.count(key) > 0;
+  // Node-level facts reach every pair of the node, not only those probed this
+  // round: whether its control channel answered, and "down" (control silent
+  // and every fabric probe this round failed) which no stale success hides.
+  std::set<std::string> probed_ok;
+  for (const Pending& pe : pending) {
+    if (pe.probe >= 0 && results[static_cast<size_t>(pe.probe)].ok) {
+      probed_ok.insert(std::get<1>(pe.key));
+    }
+  }
+  std::set<std::string> queried = asked;
+  queried.insert(rechecked.begin(), rechecked.end());
+  for (auto& [key, st] : pairs_) {
+    const std::string& addr = std::get<1>(key);
+    if (!queried.count(addr)) continue;
+    const NodeState& s = nodes_[addr];
+    st.control_reachable = s.control_ok;
+    if (!s.control_ok && failed_nodes.count(addr) && !probed_ok.count(addr) && st.reachable) {
+      st.reachable = false;
+      st.last_error = "peer down: its control channel and every probe this round failed";
+    }
+  }
   // Forget pairs of nodes no longer listed, and pairs not probed for long.
   std::set<std::string> listed;
   for (const PeerAddress& a : all) listed.insert(a.ToString());

@@ -80,7 +80,8 @@ Verdict PairVerdict(const PairStatus& p) {
 }
 
 Verdict OverallVerdict(const std::vector<PairStatus>& pairs, bool have_peers) {
-  if (!have_peers) return Verdict::kNoPeers;
+  // Nothing judged yet (before the first round) is no evidence of health.
+  if (!have_peers || pairs.empty()) return Verdict::kNoPeers;
   bool down = false;
   for (const PairStatus& p : pairs) {
     Verdict v = PairVerdict(p);

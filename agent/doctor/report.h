@@ -39,7 +39,7 @@ struct PairStatus {
 // reachable -> ok; control answers but fabric not -> fabric-unreachable;
 // both silent -> peer-down.
 Verdict PairVerdict(const PairStatus& p);
-// no-peers when there is no other node; else the worst pair verdict
+// no-peers when there is no other node or no pair was probed yet; else the worst pair verdict
 // (fabric-unreachable before peer-down: it points at the network config,
 // which breaks many pairs at once).
 Verdict OverallVerdict(const std::vector<PairStatus>& pairs, bool have_peers);

@@ -25,7 +25,7 @@ TEST(Verdict, PairTable) {
 
 TEST(Verdict, OverallPrecedence) {
   EXPECT_EQ(OverallVerdict({}, false), Verdict::kNoPeers);
-  EXPECT_EQ(OverallVerdict({}, true), Verdict::kOk);
+  EXPECT_EQ(OverallVerdict({}, true), Verdict::kNoPeers);  // not probed yet
   EXPECT_EQ(OverallVerdict({Pair(true, true)}, true), Verdict::kOk);
   EXPECT_EQ(OverallVerdict({Pair(true, true), Pair(false, false)}, true), Verdict::kPeerDown);
   EXPECT_EQ(OverallVerdict({Pair(false, false), Pair(false, true)}, true),
