@@ -13,7 +13,8 @@ if [ "$what" = test ]; then
   # promtool for /metrics; podman/runc: CDI and OCI-hook checks; Go + libcni +
   # reference plugins: invoking fabric-cni the way runtimes do; iproute2: netns.
   pkgs+=(clang-format file prometheus podman runc iproute2 util-linux
-         golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static)
+         golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static
+         iptables curl bc)
   # Any Node.js with npm will do (a machine may carry a non-Debian build whose
   # nodejs conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -43,6 +43,8 @@ ABSL_FLAG(std::string, doctor_provider, "",
           "device's own (efa, verbs;ofi_rxm)");
 ABSL_FLAG(std::string, doctor_address, "0.0.0.0:7946", "Doctor control channel listen address");
 ABSL_FLAG(std::string, doctor_period, "10s", "Doctor probe period (e.g. 10s, 500ms)");
+ABSL_FLAG(int, doctor_sample, 2,
+          "Doctor: rotating peers each device probes per period, besides its fixed partner");
 ABSL_FLAG(std::string, nfd_features_file, "",
           "Write Node Feature Discovery labels to this file (features.d); empty: off");
 
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
   opts.doctor.provider = absl::GetFlag(FLAGS_doctor_provider);
   opts.doctor.address = absl::GetFlag(FLAGS_doctor_address);
+  opts.doctor.sample = absl::GetFlag(FLAGS_doctor_sample);
   if (!absl::ParseDuration(absl::GetFlag(FLAGS_doctor_period), &opts.doctor.period) ||
       opts.doctor.period <= absl::ZeroDuration()) {
     std::fprintf(stderr, "fabric-agent: --doctor-period: '%s' is not a duration like 10s\n",

@@ -356,9 +356,14 @@ void Doctor::Round(uint64_t t) {
   // Forget pairs of nodes no longer listed, and pairs not probed for long.
   std::set<std::string> listed;
   for (const PeerAddress& a : all) listed.insert(a.ToString());
+  // A pair stays listed for two node-coverage cycles (every node pair is
+  // probed within ceil(ceil(M/D)/K) periods), at least 10 periods; that
+  // bounds the series per node to about D*(K+1)*retention (docs/doctor.md).
+  const int m = std::max(1, n - 1);
+  const int per_device = (m + std::max(1, devices) - 1) / std::max(1, devices);
+  const int cycle = (per_device + std::max(1, options_.sample) - 1) / std::max(1, options_.sample);
   const double horizon =
-      Unix(now) - absl::ToDoubleSeconds(options_.period) *
-                      std::max<double>(20, n * 2.0 / std::max(1, options_.sample));
+      Unix(now) - absl::ToDoubleSeconds(options_.period) * std::max(10, 2 * cycle);
   for (auto it = pairs_.begin(); it != pairs_.end();) {
     const std::string& key = std::get<1>(it->first);
     if (!listed.count(key) || self_addresses_.count(key) || it->second.last_probe_unix < horizon) {
@@ -366,6 +371,13 @@ void Doctor::Round(uint64_t t) {
     } else {
       ++it;
     }
+  }
+  // Hard cap: the least recently probed go first.
+  if (pairs_.size() > options_.max_pairs) {
+    std::vector<std::pair<double, PairKey>> age;
+    for (const auto& [k, p] : pairs_) age.push_back({p.last_probe_unix, k});
+    std::sort(age.begin(), age.end());
+    for (size_t i = 0; i < age.size() - options_.max_pairs; ++i) pairs_.erase(age[i].second);
   }
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     it = listed.count(it->first) ? std::next(it) : nodes_.erase(it);

@@ -36,6 +36,7 @@ struct DoctorOptions {
   absl::Duration probe_timeout = absl::ZeroDuration();  // 0: min(period / 2, 2 s)
   int sample = 2;                                       // K rotating peers per device and period
   int refresh_periods = 6;  // re-ask a healthy peer's control channel this often
+  size_t max_pairs = 8192;  // pairs (and so series per gauge) kept at most
   std::string node_name;    // "" = $NODE_NAME, else the host name
   ProberLimits limits;
 };

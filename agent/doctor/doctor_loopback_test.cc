@@ -201,3 +201,65 @@ TEST(Doctor, RefusesAnotherProviderThanAsked) {
 
 }  // namespace
 }  // namespace fabric::doctor
+
+namespace fabric::doctor {
+namespace {
+
+// The scheme at the scale this machine holds: 16 nodes x 4 devices, K = 1.
+// Every node pair must be covered within ceil(ceil(15/4)/1) = 4 periods, and
+// no node may send more than D*(K+1) = 8 probes per period whatever n is.
+TEST(DoctorScale, SixteenNodesCoverEveryNodePairWithinTheBound) {
+  constexpr int kNodes = 16, kDevices = 4, kSample = 1;
+  const auto period = absl::Milliseconds(1000);
+  std::string peers = ::testing::TempDir() + "/doctor_scale_peers_" + std::to_string(getpid());
+  std::ofstream(peers) << "";
+  std::vector<std::unique_ptr<Doctor>> doctors;
+  for (int i = 0; i < kNodes; ++i) {
+    DoctorOptions o;
+    o.peers = "file:" + peers;
+    o.address = "127.0.0.1:0";
+    o.period = period;
+    o.sample = kSample;
+    o.node_name = "n" + std::to_string(i);
+    std::vector<LocalDeviceSpec> devices;
+    for (int d = 0; d < kDevices; ++d) {
+      devices.push_back({"dev" + std::to_string(d), "tcp", "", "127.0.0.1"});
+    }
+    doctors.push_back(std::make_unique<Doctor>(o, devices));
+    absl::Status s = doctors.back()->Start();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  {
+    std::ofstream f(peers);
+    for (auto& d : doctors) f << "127.0.0.1:" << d->control_port() << "\n";
+  }
+  // Rounds that saw the full list: count from the first one.
+  std::vector<uint64_t> start(kNodes);
+  for (int i = 0; i < kNodes; ++i) start[i] = doctors[i]->rounds();
+  const int bound = 4;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000 * (bound + 2)));
+  for (int i = 0; i < kNodes; ++i) {
+    Report r = doctors[i]->Snapshot();
+    std::set<std::string> reached;
+    for (const PairStatus& p : r.pairs) {
+      if (p.reachable) reached.insert(p.peer_node);
+    }
+    EXPECT_EQ(reached.size(), static_cast<size_t>(kNodes - 1))
+        << "node " << i << " after " << doctors[i]->rounds() - start[i] << " rounds";
+    const uint64_t rounds = r.counters["rounds"];
+    ASSERT_GT(rounds, 0u);
+    EXPECT_LE(r.counters["probes_sent"], rounds * kDevices * (kSample + 1)) << "node " << i;
+  }
+  Report r0 = doctors[0]->Snapshot();
+  std::printf(
+      "MEASURE scale nodes=%d devices=%d K=%d rounds=%lu probes_sent=%lu "
+      "probes_per_round=%.1f\n",
+      kNodes, kDevices, kSample, static_cast<unsigned long>(r0.counters["rounds"]),
+      static_cast<unsigned long>(r0.counters["probes_sent"]),
+      static_cast<double>(r0.counters["probes_sent"]) / r0.counters["rounds"]);
+  for (auto& d : doctors) d->Stop();
+  std::remove(peers.c_str());
+}
+
+}  // namespace
+}  // namespace fabric::doctor

@@ -20,7 +20,7 @@ NODE_TREE=$ROOT/test/testdata/nodes/mlx5-roce-sriov
 N=3
 
 if [ "$(id -u)" != 0 ]; then echo "SKIP: doctor netns test needs root (ip netns, iptables)"; exit 0; fi
-for t in ip iptables curl jq; do
+for t in ip iptables curl jq bc; do
   command -v $t >/dev/null || { echo "SKIP: doctor netns test needs $t"; exit 0; }
 done
 [ -x "$AGENT" ] && [ -x "$CTL" ] || { echo "FAIL: build fabric-agent and fabricctl in $BUILD first"; echo "0 passed, 1 failed"; exit 1; }
