@@ -249,7 +249,27 @@ cpu_plain_agent_pct=$(echo "100 * ($b1 - $b0) / $hz / $WINDOW" | bc -l | xargs p
 devices=$ndev peers=2"
 if [ "$(echo "$probes > 0" | bc)" = 1 ]; then ok "probe cost measured (see MEASURE lines)"; else bad "no probes counted"; fi
 
-# ---- 6. alert rules ---------------------------------------------------------------
+# ---- 6. fabric-doctor (the doctor-only binary of the opt-in container) ------------
+DOC=$BUILD/agent/doctor/fabric-doctor
+if [ -x "$DOC" ]; then
+  { cat "$WORK/peers"; echo 10.77.0.100:7946; } > "$WORK/peers0"
+  ip netns exec ${TAG}n0 env NODE_NAME=doctor0 "$DOC" --sysfs-root "$NODE_TREE/sys" \
+    --dev-root "$NODE_TREE/dev" --metrics-address 10.77.0.100:9436 \
+    --doctor-peers "file:$WORK/peers0" --doctor-provider tcp --doctor-address 10.77.0.100:7946 \
+    --doctor-period ${PERIOD}s >> "$WORK/doctor0.log" 2>&1 &
+  PIDS[4]=$!
+  doc0_ok() {
+    local j; j=$(ns 0 "$CTL" doctor --agent 10.77.0.100:9436 -o json 2>/dev/null) || return 1
+    [ -n "$j" ] && echo "$j" | jq -e '.verdict == "ok" and ([.pairs[].peer_node] | unique | length) == 3'
+  }
+  if t=$(wait_for 30 doc0_ok); then
+    ok "fabric-doctor (no device-plugin servers) sees the 3 agents ok in ${t}s"
+  else
+    bad "fabric-doctor: $(ns 0 "$CTL" doctor --agent 10.77.0.100:9436 2>&1 | head -3)"
+  fi
+fi
+
+# ---- 7. alert rules ---------------------------------------------------------------
 RULES=$ROOT/deploy/prometheus/doctor-alerts.yaml
 if command -v promtool >/dev/null; then
   if promtool check rules "$RULES" > "$WORK/promtool.log" 2>&1; then
