@@ -25,6 +25,10 @@ namespace {
 constexpr size_t kSlotBytes = 128;  // >= kMaxProbeMessage
 constexpr size_t kSendSlots = 64;
 constexpr size_t kRecvSlots = 32;
+// Sends to one destination not completed yet before a new probe to it counts
+// as "still queued". A send completion can trail its reply (the provider
+// completes it on its own progress), so one is not enough.
+constexpr int kMaxInFlightPerPeer = 3;
 static_assert(kSlotBytes >= kMaxProbeMessage);
 
 struct FreeDeleter {
@@ -38,7 +42,8 @@ struct Slot {
   size_t index = 0;
   Clock::time_point posted;
   fi_addr_t to = FI_ADDR_UNSPEC;
-  uint64_t nonce = 0;  // 0 for replies and raw sends
+  uint64_t nonce = 0;     // 0 for replies and raw sends
+  bool orphaned = false;  // stuck: its destination was reset; never reused until it completes
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -80,7 +85,7 @@ struct FabricProber::Device {
     info.reset();
     av_cache.clear();
     in_flight.clear();
-    for (Slot& s : send_slots) s.busy = false;
+    for (Slot& s : send_slots) s.busy = s.orphaned = false;
   }
 };
 
@@ -452,7 +457,7 @@ void FabricProber::Run() {
           finish(*b, i, {false, -1, "bad_address", "fi_av_insert rejected the peer's name"});
           continue;
         }
-        if (d.in_flight[*to] > 0) {
+        if (d.in_flight[*to] >= kMaxInFlightPerPeer) {
           finish(*b, i,
                  {false, -1, "fabric_timeout", "the previous probe is still queued (no path)"});
           continue;
@@ -492,8 +497,8 @@ void FabricProber::Run() {
           Slot* s = static_cast<Slot*>(entries[k].op_context);
           if (s == nullptr) continue;
           if (!s->recv) {
-            if (s->nonce != 0) d.in_flight[s->to]--;
-            s->busy = false;
+            if (s->nonce != 0 && !s->orphaned) d.in_flight[s->to]--;
+            s->busy = s->orphaned = false;
             s->nonce = 0;
             continue;
           }
@@ -554,6 +559,9 @@ void FabricProber::Run() {
           if (s != nullptr && s->recv) {
             Count("garbage_fabric");  // e.g. FI_ETRUNC: a message larger than a probe
             done.push_back(s);
+          } else if (s != nullptr && s->orphaned) {
+            s->busy = s->orphaned = false;
+            s->nonce = 0;
           } else if (s != nullptr) {
             if (s->nonce != 0) {
               d.in_flight[s->to]--;
@@ -602,16 +610,38 @@ void FabricProber::Run() {
       return true;
     });
     // A send that never completes (no connection: SYNs dropped) would hold
-    // its slot and its destination forever; start over with a fresh endpoint.
+    // its destination forever: forget that destination (fi_av_remove drops
+    // the provider's connection; the next probe inserts it again and connects
+    // afresh), keep the slot out of use until it completes, and only when a
+    // quarter of the slots are stuck start over with a fresh endpoint.
+    const auto stuck = absl::ToChronoNanoseconds(limits_.stuck_after);
     for (size_t di = 0; di < devices_.size(); ++di) {
       Device& d = *devices_[di];
       if (!d.open()) continue;
-      for (const Slot& s : d.send_slots) {
-        if (s.busy && after - s.posted > absl::ToChronoNanoseconds(limits_.stuck_after)) {
-          reopen(di);
-          break;
+      size_t free_slots = 0;
+      for (Slot& s : d.send_slots) {
+        if (!s.busy) {
+          ++free_slots;
+          continue;
         }
+        if (s.orphaned || after - s.posted <= stuck) continue;
+        const fi_addr_t x = s.to;
+        for (Slot& o : d.send_slots) {
+          if (o.busy && o.to == x) o.orphaned = true;
+        }
+        d.in_flight.erase(x);
+        for (auto it = d.av_cache.begin(); it != d.av_cache.end();) {
+          if (it->second == x) {
+            fi_addr_t a = x;
+            fi_av_remove(d.av.get(), &a, 1, 0);
+            it = d.av_cache.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        Count("peer_resets");
       }
+      if (free_slots < kSendSlots / 4) reopen(di);
     }
     if (!busy) {
       std::this_thread::sleep_for(outstanding.empty() ? std::chrono::microseconds(1000)

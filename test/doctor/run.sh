@@ -144,6 +144,20 @@ else
   bad "/metrics has no fabric_peer_reachable series"
 fi
 
+# ---- 1b. fabricctl doctor --bench PEER: 1 MiB write/read over the doctor's provider ----
+ip netns exec ${TAG}n2 "$CTL" bench --listen 18515 --provider tcp > "$WORK/bench-server.log" 2>&1 &
+PIDS[5]=$!
+sleep 0.5
+ns 1 "$CTL" doctor --bench "$(addr 2)" --agent "$(addr 1):9435" --duration 1 \
+  > "$WORK/bench.out" 2> "$WORK/bench.err"; rc=$?
+if [ $rc = 0 ] && head -1 "$WORK/bench.out" | grep -q '^provider: tcp;ofi_rxm (requested tcp)' \
+   && grep -q '^read ' "$WORK/bench.out"; then
+  ok "fabricctl doctor --bench node2: provider line first, write/read measured ($(grep '^write' "$WORK/bench.out" | awk '{print $2, $3}'))"
+else
+  bad "fabricctl doctor --bench: exit $rc $(head -2 "$WORK/bench.out") $(tail -2 "$WORK/bench.err")"
+fi
+wait "${PIDS[5]}" 2>/dev/null
+
 # ---- 2. fabric DROP on node3, control left open -------------------------------
 # Everything TCP except the control channel (7946) and HTTP (9435) is the
 # fabric (the tcp provider's endpoints listen on ephemeral ports).
@@ -166,7 +180,7 @@ if [ $rc = 10 ] && grep -q "likely cause (fabric-unreachable): control channel a
 else
   bad "fabricctl doctor exit $rc on fabric-unreachable: $(grep -i cause "$WORK/table.txt")"
 fi
-if pairs_to 1 2 ok >/dev/null; then ok "node1-node2 stays ok while node3's fabric is dropped"; else bad "node1-node2 affected by node3's fault"; fi
+if pairs_to 1 2 ok >/dev/null; then ok "node1-node2 stays ok while node3's fabric is dropped"; else bad "node1-node2 affected by node3's fault: $(doctor_json 1 | jq -c '[.pairs[] | select(.peer_node=="node2" and (.reachable|not)) | [.local_device,.peer_device,.last_error]]')"; fi
 drop_fabric 3 del
 if t=$(wait_for 30 pairs_to 1 3 ok); then
   ok "recovery after the DROP is removed: node1 sees node3 ok again in ${t}s"
