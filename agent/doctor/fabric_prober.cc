@@ -439,7 +439,12 @@ void FabricProber::Run() {
       if (!d.open()) continue;
       auto to = lookup(d, pr.first);
       Slot* s = free_send_slot(d);
-      if (to && s) post_send(d, *s, *to, pr.second.data(), pr.second.size());
+      // Busy (no slot, or the provider is still connecting): again next pass.
+      if (to && (s == nullptr ||
+                 post_send(d, *s, *to, pr.second.data(), pr.second.size()) == -FI_EAGAIN)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        raw_.push_back({di, pr});
+      }
     }
     const Clock::time_point now = Clock::now();
     // Post what is waiting.
