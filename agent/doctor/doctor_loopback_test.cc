@@ -209,6 +209,9 @@ namespace {
 // Every node pair must be covered within ceil(ceil(15/4)/1) = 4 periods, and
 // no node may send more than D*(K+1) = 8 probes per period whatever n is.
 TEST(DoctorScale, SixteenNodesCoverEveryNodePairWithinTheBound) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "16 doctors (80 threads) outgrow TSan's memory here; the other cases cover races";
+#endif
   constexpr int kNodes = 16, kDevices = 4, kSample = 1;
   const auto period = absl::Milliseconds(1000);
   std::string peers = ::testing::TempDir() + "/doctor_scale_peers_" + std::to_string(getpid());
