@@ -1,10 +1,13 @@
 #include "agent/doctor/fabric_prober.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -63,6 +66,7 @@ struct FabricProber::Device {
   fi::FidPtr<fid_ep> ep;
   fi::FidPtr<fid_mr> mr;
   void* desc = nullptr;
+  int wait_fd = -1;  // the CQ's wait fd (FI_WAIT_FD), -1 when the provider has none
   std::string name;
   std::string address;
   std::vector<Slot> send_slots = std::vector<Slot>(kSendSlots);
@@ -76,6 +80,7 @@ struct FabricProber::Device {
     return buffer.get() + (s.recv ? kSendSlots + s.index : s.index) * kSlotBytes;
   }
   void Close() {
+    wait_fd = -1;
     mr.reset();  // the MR before the endpoint's domain; fid order below
     ep.reset();
     av.reset();
@@ -145,13 +150,24 @@ absl::Status OpenDevice(FabricProber::Device& d) {
   d.domain.reset(domain);
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_MSG;
-  cq_attr.wait_obj = FI_WAIT_NONE;
   cq_attr.size = kSendSlots + kRecvSlots + 16;
+  // A wait fd lets the idle progress thread sleep in poll() instead of
+  // polling every CQ each millisecond; providers without one (efa) poll.
+  cq_attr.wait_obj = FI_WAIT_FD;
   fid_cq* cq = nullptr;
-  if (int r = fi_cq_open(domain, &cq_attr, &cq, nullptr); r != 0) {
-    return FabricError(r, "fi_cq_open");
+  if (fi_cq_open(domain, &cq_attr, &cq, nullptr) != 0) {
+    cq = nullptr;
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    if (int r = fi_cq_open(domain, &cq_attr, &cq, nullptr); r != 0) {
+      return FabricError(r, "fi_cq_open");
+    }
   }
   d.cq.reset(cq);
+  d.wait_fd = -1;
+  if (cq_attr.wait_obj == FI_WAIT_FD) {
+    int fd = -1;
+    if (fi_control(&cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) d.wait_fd = fd;
+  }
   fi_av_attr av_attr{};
   av_attr.type =
       d.info->domain_attr->av_type != FI_AV_UNSPEC ? d.info->domain_attr->av_type : FI_AV_TABLE;
@@ -266,14 +282,25 @@ absl::Status FabricProber::Start() {
     return absl::FailedPreconditionError(
         specs_.empty() ? std::string("no fabric device to probe from") : errors);
   }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
+}
+
+void FabricProber::Wake() {
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
 }
 
 void FabricProber::Stop() {
   stop_ = true;
   cv_.notify_all();
+  Wake();
   if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
   for (auto& d : devices_) d->Close();
 }
 
@@ -315,6 +342,7 @@ absl::Status FabricProber::SendRaw(size_t device, const std::string& peer_name,
   if (bytes.size() > kSlotBytes) return absl::InvalidArgumentError("at most 128 bytes");
   std::lock_guard<std::mutex> lock(mu_);
   raw_.push_back({device, {peer_name, bytes}});
+  Wake();
   return absl::OkStatus();
 }
 
@@ -333,6 +361,7 @@ std::vector<ProbeResult> FabricProber::Probe(const std::vector<ProbeRequest>& pr
     return batch->results;
   }
   queued_.push_back(batch);
+  Wake();
   // The thread finishes every probe by the deadline (timeouts included).
   cv_.wait(lock, [&] { return batch->remaining == 0 || stop_.load(); });
   for (size_t i = 0; i < batch->results.size(); ++i) {
@@ -648,9 +677,41 @@ void FabricProber::Run() {
       }
       if (free_slots < kSendSlots / 4) reopen(di);
     }
-    if (!busy) {
-      std::this_thread::sleep_for(outstanding.empty() ? std::chrono::microseconds(1000)
-                                                      : std::chrono::microseconds(100));
+    bool unposted = false;
+    for (const auto& b : active) {
+      for (int st : b->state) unposted = unposted || st == 0;
+    }
+    if (busy) continue;
+    if (!outstanding.empty() || unposted) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));  // an RTT is running
+      continue;
+    }
+    // Idle. With wait fds everywhere: sleep in poll() until a CQ, a new batch
+    // or 100 ms (stuck sends, timeouts); fi_trywait says whether it is safe.
+    std::vector<pollfd> fds;
+    bool can_wait = wake_fd_ >= 0;
+    for (auto& dp : devices_) {
+      Device& d = *dp;
+      if (!d.open()) continue;
+      if (d.wait_fd < 0) {
+        can_wait = false;
+        break;
+      }
+      fid* f = &d.cq->fid;
+      if (fi_trywait(d.fabric.get(), &f, 1) != FI_SUCCESS) {
+        can_wait = false;
+        break;
+      }
+      fds.push_back({d.wait_fd, POLLIN, 0});
+    }
+    if (!can_wait) {
+      std::this_thread::sleep_for(std::chrono::microseconds(1000));
+      continue;
+    }
+    fds.push_back({wake_fd_, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), 100) > 0 && fds.back().revents) {
+      uint64_t drained;
+      (void)!read(wake_fd_, &drained, sizeof(drained));
     }
   }
   for (auto& [nonce, o] : outstanding) {

@@ -90,6 +90,7 @@ class FabricProber {
  private:
   struct Batch;
   void Run();
+  void Wake();  // ends the thread's idle poll()
   void Count(const std::string& event, uint64_t n = 1);
 
   const std::vector<LocalDeviceSpec> specs_;
@@ -97,6 +98,7 @@ class FabricProber {
   std::vector<std::unique_ptr<Device>> devices_;  // touched by the thread only (after Start)
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  int wake_fd_ = -1;  // eventfd: a batch, a raw send or Stop() is waiting
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
