@@ -15,7 +15,7 @@ if [ "$what" = test ]; then
   # mmdebstrap + unzip: the image's Debian base and the npm helm/kubectl layer.
   pkgs+=(clang-format file prometheus podman runc iproute2 util-linux
          golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static
-         mmdebstrap unzip)
+         mmdebstrap unzip iptables curl bc)
   # Any Node.js with npm will do (a machine may carry a non-Debian build whose
   # nodejs conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

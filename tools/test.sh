@@ -90,7 +90,7 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   # only gRPC/abseil internals, so races in our handlers and reactors report.
   tsan_targets=(agent_integration_test kubelet_sim_test health_monitor_test allocation_test
                 podresources_test cni_service_test http_server_test inventory_test
-                pools_integration_test pool_registry_test)
+                pools_integration_test pool_registry_test doctor_loopback_test)
   if configure "$OUT/tsan" -O1 -DFABRIC_SANITIZE=thread && \
      cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; then
     (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
@@ -122,6 +122,12 @@ if [ "${FABRIC_IMAGE_TEST:-1}" != 0 ] && [ -x deploy/test/image-test.sh ]; then
     deploy/test/realkubelet-chart.sh
     record $? "chart under the real kubelet"
   fi
+fi
+
+if [ -x test/doctor/run.sh ]; then
+  step "fabric doctor: 3 agents in network namespaces (tcp provider, iptables/link faults)"
+  test/doctor/run.sh "$OUT/main"
+  record $? "fabric doctor"
 fi
 
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then

@@ -8,6 +8,7 @@
 #include "agent/metrics/metrics.h"
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "agent/netns/unavailable_rdma_netlink.h"
+#include "nlohmann/json.hpp"
 
 namespace fabric {
 namespace {
@@ -100,6 +101,18 @@ absl::Status Agent::Start() {
     cni_server_ = std::make_unique<cni_service::CniAgentServer>(cni_.get());
     if (absl::Status s = cni_server_->Start(options_.agent_socket); !s.ok()) return s;
   }
+  if (options_.doctor.enabled) {
+    // Opt-in and never on the device-plugin path: if it cannot start, the
+    // agent serves on and /v1/peers says why.
+    doctor_ = std::make_unique<doctor::Doctor>(options_.doctor,
+                                               doctor::DeviceSpecs(*inventory, options_.doctor));
+    if (absl::Status s = doctor_->Start(); !s.ok()) {
+      LogError(Component::kAgent, "doctor: not running: {}", s.message());
+      doctor_->Stop();
+      doctor_.reset();
+      doctor_error_ = std::string(s.message());
+    }
+  }
   // Started after cni_: the watcher reconciles through it.
   watcher_ = std::thread([this] { RunAllocationWatcher(); });
   if (!options_.metrics_address.empty()) {
@@ -107,6 +120,7 @@ absl::Status Agent::Start() {
     h.metrics = [this] { return MetricsText(); };
     h.not_ready_reason = [this] { return NotReadyReason(); };
     h.node_json = [this] { return NodeJson(); };
+    if (options_.doctor.enabled) h.peers_json = [this] { return PeersJson(); };
     http_ = std::make_unique<HttpServer>(h, options_.metrics_cache);
     if (absl::Status s = http_->Start(options_.metrics_address); !s.ok()) return s;
   }
@@ -123,6 +137,7 @@ void Agent::Stop() {
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();
+  if (doctor_) doctor_->Stop();
   if (monitor_) monitor_->Stop();
   plugins_->Stop();
   side_files_->Stop();
@@ -216,7 +231,17 @@ status::StatusInput Agent::StatusNow() const {
 }
 
 std::string Agent::MetricsText() const {
-  return metrics_renderer_.Render(status::BuildMetricsInput(StatusNow()));
+  std::string out = metrics_renderer_.Render(status::BuildMetricsInput(StatusNow()));
+  if (doctor_) out += doctor_->MetricsText();
+  return out;
+}
+
+std::string Agent::PeersJson() const {
+  if (doctor_) return doctor_->PeersJson();
+  nlohmann::json out{{"verdict", "error"},
+                     {"error", "doctor not running: " + doctor_error_},
+                     {"pairs", nlohmann::json::array()}};
+  return out.dump(2) + "\n";
 }
 
 std::string Agent::NotReadyReason() const {

@@ -27,6 +27,7 @@
 #include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
 #include "agent/daemon/side_files.h"
+#include "agent/doctor/doctor.h"
 #include "agent/health/health_monitor.h"
 #include "agent/inventory/inventory.h"
 #include "agent/metrics/http_server.h"
@@ -58,6 +59,7 @@ struct AgentOptions {
   std::string memlock_limit = "unlimited";
   std::string nfd_features_file;  // NFD local feature file; empty: not written
   std::string agent_socket;       // CNI agent socket; empty: the CNI part is off
+  doctor::DoctorOptions doctor;   // the fabric doctor (--doctor*); off by default
 };
 
 class Agent {
@@ -87,6 +89,7 @@ class Agent {
   std::string MetricsText() const;
   std::string NotReadyReason() const;
   std::string NodeJson() const;
+  std::string PeersJson() const;  // the doctor's /v1/peers
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
   NodeView node() const { return registry_->node(); }
@@ -127,6 +130,8 @@ class Agent {
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
   std::atomic<uint64_t> podresources_errors_{0};
   std::atomic<bool> podresources_seen_{false};  // the socket existed once
+  std::unique_ptr<doctor::Doctor> doctor_;      // null unless --doctor (and it could start)
+  std::string doctor_error_;
   // The allocation watcher's own state.
   std::thread watcher_;
   std::mutex watcher_mu_;

@@ -11,6 +11,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/memlock_limit.h"
 #include "agent/daemon/agent_runner.h"
+#include "agent/doctor/doctor.h"
 
 ABSL_FLAG(std::string, config, "",
           "Pool configuration file (YAML or JSON); empty: built-in defaults");
@@ -33,6 +34,17 @@ ABSL_FLAG(std::string, memlock_limit, "unlimited",
 ABSL_FLAG(
     std::string, agent_socket, "",
     "Unix socket for fabric-cni (e.g. /var/run/fabric-agent/agent.sock); empty: CNI part off");
+ABSL_FLAG(bool, doctor, false,
+          "Run the fabric doctor: probe peers' fabric endpoints (opt-in; see docs/doctor.md)");
+ABSL_FLAG(std::string, doctor_peers, "",
+          "Doctor peers: dns:NAME[:PORT] (headless Service) or file:PATH (host:port per line)");
+ABSL_FLAG(std::string, doctor_provider, "",
+          "Doctor libfabric provider for every device (e.g. tcp for tests); empty: each "
+          "device's own (efa, verbs;ofi_rxm)");
+ABSL_FLAG(std::string, doctor_address, "0.0.0.0:7946", "Doctor control channel listen address");
+ABSL_FLAG(std::string, doctor_period, "10s", "Doctor probe period (e.g. 10s, 500ms)");
+ABSL_FLAG(int, doctor_sample, 2,
+          "Doctor: rotating peers each device probes per period, besides its fixed partner");
 ABSL_FLAG(std::string, nfd_features_file, "",
           "Write Node Feature Discovery labels to this file (features.d); empty: off");
 
@@ -77,6 +89,23 @@ int main(int argc, char** argv) {
   opts.memlock_limit = absl::GetFlag(FLAGS_memlock_limit);
   opts.agent_socket = absl::GetFlag(FLAGS_agent_socket);
   opts.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
+  opts.doctor.enabled = absl::GetFlag(FLAGS_doctor);
+  opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
+  opts.doctor.provider = absl::GetFlag(FLAGS_doctor_provider);
+  opts.doctor.address = absl::GetFlag(FLAGS_doctor_address);
+  opts.doctor.sample = absl::GetFlag(FLAGS_doctor_sample);
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_doctor_period), &opts.doctor.period) ||
+      opts.doctor.period <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "fabric-agent: --doctor-period: '%s' is not a duration like 10s\n",
+                 absl::GetFlag(FLAGS_doctor_period).c_str());
+    return 2;
+  }
+  if (opts.doctor.enabled) {
+    if (absl::Status s = fabric::doctor::ValidateOptions(opts.doctor); !s.ok()) {
+      std::fprintf(stderr, "fabric-agent: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   rlim_t memlock = 0;
   if (!fabric::ParseMemlockLimit(opts.memlock_limit, &memlock, nullptr)) {
     std::fprintf(stderr,

@@ -190,6 +190,9 @@ void HttpServer::Work() {
       std::string why = handlers_.not_ready_reason();
       d.status = why.empty() ? 200 : 503;
       d.body = Body(why.empty() ? "ready\n" : why + "\n");
+    } else if (path == "/v1/peers") {
+      d.content_type = "application/json";
+      d.body = Body(handlers_.peers_json());
     } else {  // /v1/node
       d.content_type = "application/json";
       d.body = Body(handlers_.node_json());
@@ -287,7 +290,8 @@ void HttpServer::Loop() {
       } else {
         enqueue(id, c, path);
       }
-    } else if (path == "/readyz" || path == "/v1/node") {
+    } else if (path == "/readyz" || path == "/v1/node" ||
+               (path == "/v1/peers" && handlers_.peers_json)) {
       enqueue(id, c, path);
     } else {
       respond(c, 404, kText, Body("not found\n"));

@@ -38,6 +38,8 @@ struct HttpHandlers {
   // Empty string when ready; otherwise why not (503 body).
   std::function<std::string()> not_ready_reason;
   std::function<std::string()> node_json;
+  // The fabric doctor's /v1/peers; unset: no such route (the doctor is off).
+  std::function<std::string()> peers_json;
 };
 
 struct HttpServerOptions {

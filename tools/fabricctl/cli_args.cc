@@ -167,6 +167,29 @@ absl::Status ParseDevices(ArgCursor& c, DevicesOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ParseDoctor(ArgCursor& c, DoctorOptions& o) {
+  while (!c.Done()) {
+    Flag f = c.Next();
+    if (f.name == "--agent") {
+      FABRIC_ASSIGN_OR_RETURN(o.agent, c.Value(f));
+      if (o.agent.find("://") == std::string::npos) o.agent = "http://" + o.agent;
+    } else if (f.name == "--bench") {
+      FABRIC_ASSIGN_OR_RETURN(o.bench_peer, c.Value(f));
+    } else if (f.name == "--provider") {
+      FABRIC_ASSIGN_OR_RETURN(o.provider, c.Value(f));
+    } else if (f.name == "--duration") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.duration_s, ParseSeconds(v));
+    } else if (f.name == "-o" || f.name == "--output") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
+    } else {
+      return Usage(absl::StrCat("doctor: unknown argument '", f.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
@@ -269,7 +292,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
   HostPaths defaults = HostPaths::Defaults();
   cmd.check.dev_root = cmd.devices.dev_root = defaults.dev_root;
   cmd.check.sysfs_root = cmd.devices.sysfs_root = defaults.sysfs_root;
-  if (args.empty()) return Usage("missing command (check, bench, devices); see --help");
+  if (args.empty()) return Usage("missing command (check, bench, devices, doctor); see --help");
   const std::string& sub = args[0];
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") return cmd;  // kHelp
@@ -285,8 +308,11 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
   } else if (sub == "devices") {
     cmd.kind = Command::Kind::kDevices;
     if (auto s = ParseDevices(cursor, cmd.devices); !s.ok()) return s;
+  } else if (sub == "doctor") {
+    cmd.kind = Command::Kind::kDoctor;
+    if (auto s = ParseDoctor(cursor, cmd.doctor); !s.ok()) return s;
   } else {
-    return Usage(absl::StrCat("unknown command '", sub, "' (check, bench, devices)"));
+    return Usage(absl::StrCat("unknown command '", sub, "' (check, bench, devices, doctor)"));
   }
   return cmd;
 }
@@ -327,6 +353,24 @@ Usage:
   fabricctl devices [--sysfs-root DIR] [--dev-root DIR] [--config FILE] [-o json]
       The node's EFA/RDMA devices (agent discovery) and the pools they serve.
 
+  fabricctl doctor  [--agent URL] [-o json]
+  fabricctl doctor  --bench PEER[:PORT] [--provider NAME] [--duration SECS] [--agent URL]
+      The fabric doctor's matrix from the local agent's /v1/peers (default
+      --agent http://127.0.0.1:9435; the agent runs with --doctor): per pair of
+      local device and peer device whether fabric probes and the peer's control
+      channel answer, the last RTT and error, a verdict and the likely cause:
+        ok                  every probed pair answers
+        fabric-unreachable  control answers, fabric does not: security group,
+                            placement group/spine, or routing of the fabric
+        peer-down           neither answers: node, agent or link down
+        no-peers            the peer list holds no other node
+      -o json prints {"verdict", "pairs": [{"peer_node", "local_device",
+      "peer_device", "provider", "reachable", "control_reachable",
+      "rtt_seconds", "last_error"}]}.
+      --bench runs `fabricctl bench --connect PEER` (1 MiB write/read) over the
+      provider the doctor probes with (or --provider) against the peer's
+      `fabricctl bench --listen`; provider line first, refuses a mismatch (exit 8).
+
 SIZE accepts 4096, 4k, 1m, 2g (binary multiples).
 
 Exit codes:
@@ -339,6 +383,9 @@ Exit codes:
   6  check/bench: provider-missing (bench: requested provider not available)
   7  check: memlock-too-low
   8  bench: opened provider differs from the requested one (fallback refused)
+  10 doctor: fabric-unreachable
+  11 doctor: peer-down
+  12 doctor: no-peers
 )";
 }
 

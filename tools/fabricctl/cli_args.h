@@ -17,14 +17,17 @@ namespace fabric::fabricctl {
 // Documented in UsageText() and README.md.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitError = 1,             // runtime failure (I/O, libfabric call, peer gone)
-  kExitUsage = 2,             // bad command line
-  kExitNotGranted = 3,        // check: a node is visible but open() gives EPERM/EACCES
-  kExitOpenFailed = 4,        // check: a node is visible but open() fails otherwise
-  kExitNoDevices = 5,         // check: no infiniband/uverbs* node at all
-  kExitProviderMissing = 6,   // check/bench: the requested libfabric provider is absent
-  kExitMemlockTooLow = 7,     // check: RLIMIT_MEMLOCK below --min-memlock, no CAP_IPC_LOCK
-  kExitProviderMismatch = 8,  // bench: libfabric opened another provider than requested
+  kExitError = 1,                     // runtime failure (I/O, libfabric call, peer gone)
+  kExitUsage = 2,                     // bad command line
+  kExitNotGranted = 3,                // check: a node is visible but open() gives EPERM/EACCES
+  kExitOpenFailed = 4,                // check: a node is visible but open() fails otherwise
+  kExitNoDevices = 5,                 // check: no infiniband/uverbs* node at all
+  kExitProviderMissing = 6,           // check/bench: the requested libfabric provider is absent
+  kExitMemlockTooLow = 7,             // check: RLIMIT_MEMLOCK below --min-memlock, no CAP_IPC_LOCK
+  kExitProviderMismatch = 8,          // bench: libfabric opened another provider than requested
+  kExitDoctorFabricUnreachable = 10,  // doctor: a peer's control answers, its fabric does not
+  kExitDoctorPeerDown = 11,           // doctor: a peer answers neither
+  kExitDoctorNoPeers = 12,            // doctor: no other node in the peer list
 };
 
 enum class OutputFormat { kText, kJson };
@@ -78,12 +81,21 @@ struct DevicesOptions {
   OutputFormat format = OutputFormat::kText;
 };
 
+struct DoctorOptions {
+  std::string agent = "http://127.0.0.1:9435";  // the local agent's HTTP address
+  std::string bench_peer;  // --bench PEER: host[:port] of the peer's `fabricctl bench --listen`
+  std::string provider;    // --provider for --bench; "" = the one the doctor probes over
+  double duration_s = 2;
+  OutputFormat format = OutputFormat::kText;
+};
+
 struct Command {
-  enum class Kind { kHelp, kCheck, kBench, kDevices };
+  enum class Kind { kHelp, kCheck, kBench, kDevices, kDoctor };
   Kind kind = Kind::kHelp;
   CheckOptions check;
   BenchOptions bench;
   DevicesOptions devices;
+  DoctorOptions doctor;
 };
 
 // args excludes argv[0]. kInvalidArgument with a one-line reason on misuse.

@@ -1,34 +1,18 @@
 // RAII for libfabric handles: every fid is owned by a FidPtr (closed with
-// fi_close) and every fi_info list by an InfoPtr (fi_freeinfo).
+// fi_close) and every fi_info list by an InfoPtr (fi_freeinfo). The
+// definitions live in agent/doctor/fi_handles.h, shared with the doctor.
 #ifndef FABRIC_TOOLS_FABRICCTL_FID_H_
 #define FABRIC_TOOLS_FABRICCTL_FID_H_
 
-#include <rdma/fabric.h>
-
-#include <memory>
+#include "agent/doctor/fi_handles.h"
 
 namespace fabric::fabricctl {
 
-struct FidCloser {
-  template <typename T>
-  void operator()(T* object) const {
-    // fid_fabric, fid_domain, fid_ep, ... all start with `struct fid fid`.
-    if (object != nullptr) fi_close(&object->fid);
-  }
-};
-template <typename T>
-using FidPtr = std::unique_ptr<T, FidCloser>;
-
-struct InfoFreer {
-  void operator()(fi_info* info) const {
-    if (info != nullptr) fi_freeinfo(info);
-  }
-};
-using InfoPtr = std::unique_ptr<fi_info, InfoFreer>;
-
-// The API version we ask for: Debian 12 ships libfabric 1.17, which answers
-// FI_VERSION(1,18) with -FI_ENOSYS.
-inline constexpr uint32_t kFabricApiVersion = FI_VERSION(1, 17);
+using fi::FidCloser;
+using fi::FidPtr;
+using fi::InfoFreer;
+using fi::InfoPtr;
+using fi::kFabricApiVersion;
 
 }  // namespace fabric::fabricctl
 

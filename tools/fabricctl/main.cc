@@ -10,6 +10,7 @@
 #include "tools/fabricctl/check_verdict.h"
 #include "tools/fabricctl/cli_args.h"
 #include "tools/fabricctl/devices.h"
+#include "tools/fabricctl/doctor_cmd.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -43,6 +44,8 @@ int Main(int argc, char** argv) {
       return RunBench(cmd->bench);
     case Command::Kind::kDevices:
       return RunDevices(cmd->devices);
+    case Command::Kind::kDoctor:
+      return RunDoctor(cmd->doctor);
   }
   return kExitUsage;
 }
