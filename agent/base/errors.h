@@ -1,5 +1,5 @@
 // The one place where errno (and positive-errno returns) become absl::Status.
-// libfabric's -FI_E* codes: tools/fabricctl/fabric_error.h (the agent does not
+// libfabric's -FI_E* codes: agent/libfabric/fabric_error.h (the agent does not
 // link libfabric, whose shared object maps a dozen provider libraries).
 #ifndef FABRIC_AGENT_BASE_ERRORS_H_
 #define FABRIC_AGENT_BASE_ERRORS_H_

@@ -17,7 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
 #include "agent/base/logging.h"
-#include "agent/doctor/fi_handles.h"
+#include "agent/libfabric/fabric_error.h"
+#include "agent/libfabric/fi_handles.h"
 
 namespace fabric::doctor {
 

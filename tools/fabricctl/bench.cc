@@ -14,11 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
+#include "agent/libfabric/fabric_error.h"
 #include "tools/fabricctl/bench_endpoint.h"
 #include "tools/fabricctl/bench_ops.h"
 #include "tools/fabricctl/bench_protocol.h"
 #include "tools/fabricctl/check_verdict.h"
-#include "tools/fabricctl/fabric_error.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {

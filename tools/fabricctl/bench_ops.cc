@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tools/fabricctl/fabric_error.h"
+#include "agent/libfabric/fabric_error.h"
 
 namespace fabric::fabricctl::bench_detail {
 

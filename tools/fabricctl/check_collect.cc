@@ -14,7 +14,7 @@
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
 #include "agent/inventory/sysfs_layout.h"
-#include "tools/fabricctl/fabric_error.h"
+#include "agent/libfabric/fabric_error.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {

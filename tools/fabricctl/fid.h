@@ -1,10 +1,10 @@
 // RAII for libfabric handles: every fid is owned by a FidPtr (closed with
 // fi_close) and every fi_info list by an InfoPtr (fi_freeinfo). The
-// definitions live in agent/doctor/fi_handles.h, shared with the doctor.
+// definitions live in agent/libfabric/fi_handles.h, shared with the doctor.
 #ifndef FABRIC_TOOLS_FABRICCTL_FID_H_
 #define FABRIC_TOOLS_FABRICCTL_FID_H_
 
-#include "agent/doctor/fi_handles.h"
+#include "agent/libfabric/fi_handles.h"
 
 namespace fabric::fabricctl {
 

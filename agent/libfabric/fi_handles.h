@@ -2,8 +2,8 @@
 // doctor: every fid is owned by a FidPtr (closed with fi_close) and every
 // fi_info list by an InfoPtr (fi_freeinfo). Header-only; the user links
 // libfabric.
-#ifndef FABRIC_AGENT_DOCTOR_FI_HANDLES_H_
-#define FABRIC_AGENT_DOCTOR_FI_HANDLES_H_
+#ifndef FABRIC_AGENT_LIBFABRIC_FI_HANDLES_H_
+#define FABRIC_AGENT_LIBFABRIC_FI_HANDLES_H_
 
 #include <rdma/fabric.h>
 
@@ -36,4 +36,4 @@ inline constexpr uint32_t kFabricApiVersion = FI_VERSION(1, 17);
 
 }  // namespace fabric::fi
 
-#endif  // FABRIC_AGENT_DOCTOR_FI_HANDLES_H_
+#endif  // FABRIC_AGENT_LIBFABRIC_FI_HANDLES_H_

@@ -1,4 +1,4 @@
-#include "tools/fabricctl/fabric_error.h"
+#include "agent/libfabric/fabric_error.h"
 
 #include <rdma/fi_errno.h>
 
