@@ -24,7 +24,8 @@ MetricsInput BuildMetricsInput(const StatusInput& in) {
   m.devices = node.inventory.devices;
   m.health = node.health;
   for (const auto& [name, dev] : node.known) {
-    if (!node.inventory.Find(name)) m.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
+    if (!node.inventory.Find(name))
+      m.health[name] = DeviceHealth{false, "device removed", HealthCause::kRemoved};
   }
   for (const auto& d : node.inventory.devices) m.health.emplace(d.name, DeviceHealth{});
   m.holds = in.pools.holds;
