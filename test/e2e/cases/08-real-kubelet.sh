@@ -1,0 +1,208 @@
+#!/bin/bash
+# 08-real-kubelet (issue 10, case 8): the real kubelet v1.20.2, Debian's containerd and runc run
+# INSIDE the soft-RoCE VM, with fabric-agent serving the real rxe device.
+# (a) A static Pod asking for device.gpustack.ai/rdma: 1 opens the real rxe device: ibv_devinfo and
+#     `fi_info -p verbs` list it from inside the container (the host's rdma-core and libfabric through
+#     read-only hostPath mounts of /usr, /lib, /lib64, /etc/libibverbs.d, /etc/alternatives).
+# (b) A Pod that sees /dev/infiniband through a hostPath without the request gets "Failed to open
+#     device" from ibv_devinfo and `fi_getinfo: -61` from fi_info (the provider silently vanishes),
+#     and `fabricctl check` there says not-granted with a non-zero exit.
+# The kubelet binary comes from test/realkubelet/build-kubelet.sh's cache (the VM's root is the
+# host's /); this case never builds it. It reuses test/realkubelet/lib.sh (containerd and kubelet
+# configuration, OCI image archives, Pod helpers) without its private namespaces: the VM is
+# disposable. VM facts: shared/reference/real-kubelet.md (cgroup v1, tmpfs under containerd).
+# Runs last: it remounts /sys/fs/cgroup as cgroup v1 (kubelet 1.20 + cgroupfs), /run and /var/lib.
+# shellcheck source=../lib/case-lib.sh
+source "$E2E_LIB/case-lib.sh"
+RK_KUBELET=${FABRIC_TEST_CACHE:-/var/cache/fabric-test}/kubelet/kubelet-v1.20.2
+RES=device.gpustack.ai/rdma
+need_exe "$AGENT"
+need_exe "$FABRICCTL"
+[[ -x $RK_KUBELET ]] ||
+  skip "no cached kubelet at $RK_KUBELET (build it with test/realkubelet/build-kubelet.sh)"
+for t in containerd containerd-shim-runc-v2 ctr runc curl ibv_devinfo fi_info; do
+  command -v "$t" >/dev/null || skip "$t not installed"
+done
+IMAGES=$E2E_OUTDIR/rk-images
+[[ -s $IMAGES/pause.tar && -s $IMAGES/busybox.tar ]] ||
+  fail "no Pod images in $IMAGES (run.sh builds them on the host with lib/rk-images.sh)"
+read -r uverbs _ < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
+t_start=$(date +%s.%N)
+since() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# ---- the node: the VM itself (no private namespaces) -------------------------------------------
+# shellcheck source=../../realkubelet/lib.sh
+source "$E2E_SRC_DIR/test/realkubelet/lib.sh"
+# The work dir is a tmpfs: containerd's overlay snapshots cannot sit on the VM's overlay root. So is
+# containerd's state dir (the host's /run shows through the VM's overlay).
+mkdir -p /run/rk /run/containerd
+mount -t tmpfs -o mode=755 e2e-rk /run/rk && mount -t tmpfs -o mode=755 e2e-containerd /run/containerd ||
+  fail "tmpfs on /run/rk, /run/containerd"
+RK_NODE_IP=$E2E_IP
+RK_KUBELET_V=2
+rk_init /run/rk e2e-node
+# Binaries run from the tmpfs: demand-paging a 100 MB kubelet over 9p under TCG takes ~25 s, one
+# sequential copy a few. containerd finds its shim, and the shim runc, through PATH.
+mkdir -p "$RK_WORK/bin"
+cp "$(command -v containerd)" "$(command -v containerd-shim-runc-v2)" "$(command -v runc)" "$RK_WORK/bin/" ||
+  fail "cannot copy containerd, its shim and runc into the VM's tmpfs"
+export PATH=$RK_WORK/bin:$PATH
+RK_WORK_LOGS=$RK_WORK
+in_ns() { "$@"; }
+rk_holder_pid() { echo 1; }
+ns_spawn() {  # NAME LOG CMD... (remembered for case-lib's cleanup)
+  local name=$1 lg=$2; shift 2
+  "$@" >>"$lg" 2>&1 </dev/null &
+  echo $! >"$RK_WORK/pids/$name"
+  _bg_pids+=("$!")
+}
+_case_exit() {
+  cp "$RK_WORK_LOGS"/*.log "$OUT/" 2>/dev/null
+  _cleanup
+}
+trap _case_exit EXIT
+
+log "tmpfs and binaries ready at $(since)s"
+# cgroup v1 hierarchies (kubelet 1.20 with cgroupfs). in-vm.sh mounted cgroup v2 for the runc
+# cases: give its controllers back first, then mount a v1 tree.
+if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then
+  find /sys/fs/cgroup -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null
+  for c in $(cat /sys/fs/cgroup/cgroup.subtree_control); do
+    echo "-$c" >/sys/fs/cgroup/cgroup.subtree_control
+  done
+  umount /sys/fs/cgroup || fail "cannot unmount the cgroup v2 tree"
+fi
+mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup || fail "tmpfs on /sys/fs/cgroup"
+for h in cpu,cpuacct memory devices pids cpuset freezer blkio hugetlb net_cls,net_prio perf_event; do
+  mkdir -p "/sys/fs/cgroup/$h"
+  # A controller leaves cgroup v2 asynchronously: retry briefly on EBUSY.
+  wait_for 10 mount -t cgroup -o "$h" cgroup "/sys/fs/cgroup/$h" 2>/dev/null ||
+    fail "cannot mount the cgroup v1 $h hierarchy: $(mount -t cgroup -o "$h" cgroup "/sys/fs/cgroup/$h" 2>&1)"
+done
+ln -s cpu,cpuacct /sys/fs/cgroup/cpu && ln -s cpu,cpuacct /sys/fs/cgroup/cpuacct
+ln -s net_cls,net_prio /sys/fs/cgroup/net_cls && ln -s net_cls,net_prio /sys/fs/cgroup/net_prio
+mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd ||
+  fail "cannot mount the name=systemd hierarchy"
+
+# What lib.sh's start_ns does inside its namespace, here on the VM itself.
+mount -t tmpfs -o mode=755 e2e-varlib /var/lib || fail "tmpfs on /var/lib"
+mkdir -p /var/lib/kubelet && mount --bind "$RK_KUBELET_DIR" /var/lib/kubelet
+mount --bind "$RK_LOGDIR" /var/log
+# protectKernelDefaults: the kubelet only checks these; the files keep the VM's own settings.
+mount --bind "$RK_WORK/sysctl/overcommit_memory" /proc/sys/vm/overcommit_memory
+mount --bind "$RK_WORK/sysctl/panic" /proc/sys/kernel/panic
+mount --bind "$RK_WORK/sysctl/panic_on_oops" /proc/sys/kernel/panic_on_oops
+# The kubelet wants a default route; one into a veth pair keeps every packet inside the VM.
+if [[ -z $(ip route show default) ]]; then
+  modprobe veth && ip link add e2e-node0 type veth peer name e2e-node1 &&
+    ip link set e2e-node0 up && ip link set e2e-node1 up && ip route add default dev e2e-node0 ||
+    fail "cannot add a default route"
+fi
+log "node prepared at $(since)s"
+
+# ---- containerd, images (pause, busybox: built on the host by lib/rk-images.sh), kubelet ----------
+start_containerd >>"$OUT/setup.log" 2>&1 || fail "containerd did not start: $(tail -n 3 "$RK_WORK/containerd.log" | tr '\n' ' ')"
+log "containerd up at $(since)s"
+# Imports run while the kubelet starts (it needs the pause image only for the first Pod).
+{ import_image "$IMAGES/pause.tar" && import_image "$IMAGES/busybox.tar" && echo ok; } >"$RK_WORK/import.out" 2>&1 &
+import_pid=$!
+cp "$RK_KUBELET" "$RK_WORK/bin/kubelet" && cp "$AGENT" "$RK_WORK/bin/fabric-agent" ||
+  fail "cannot copy the kubelet and the agent into the VM's tmpfs"
+KUBELET_VERSION=$("$RK_WORK/bin/kubelet" --version 2>/dev/null | cut -d' ' -f2)
+RK_KUBELET=$RK_WORK/bin/kubelet
+start_kubelet >>"$OUT/setup.log" 2>&1 || fail "kubelet did not start: $(tail -n 3 "$(kubelet_log)" | tr '\n' ' ')"
+t_kubelet=$(since)
+log "kubelet $KUBELET_VERSION up at ${t_kubelet}s"
+
+start_bg agent "$RK_WORK/bin/fabric-agent" --sysfs-root /sys --dev-root /dev --kubelet-root /var/lib/kubelet \
+  --registration kubelet --metrics-address 127.0.0.1:0 --state-dir "$RK_WORK/agent-state" \
+  --cdi-dir "$RK_WORK/cdi" --agent-socket "$RK_WORK/agent.sock" --memlock-hook-path ""
+wait_for 60 grep -q "Got registration request from device plugin with resource name \"$RES\"" \
+  "$(kubelet_log)" || fail "the agent did not register $RES with the kubelet"
+# A Pod admitted before the capacity update would run without devices.
+wait_for 30 grep -qE "Update capacity for $RES to [1-9]" "$(kubelet_log)" ||
+  note "no 'Update capacity for $RES' line in the kubelet log"
+log "$RES registered at $(since)s: $(grep -oE "Update capacity for $RES to [0-9]+" "$(kubelet_log)" | tail -1)"
+wait "$import_pid"
+grep -qx ok "$RK_WORK/import.out" || fail "image import failed: $(tr '\n' ' ' <"$RK_WORK/import.out")"
+log "images imported: $(ctr_k8s images ls -q | tr '\n' ' ')"
+
+# ---- the two Pods ---------------------------------------------------------------------------------
+# fabricctl from the build dir (its shared libraries come with the /usr and /lib hostPaths).
+FABRICCTL_DIR=$(dirname "$(realpath "$FABRICCTL")")
+FABRICCTL=$FABRICCTL_DIR/fabricctl
+mkpod() {  # NAME LIMITS_YAML EXTRA_MOUNT(0|1)
+  local name=$1 limits=$2 ib=$3 m
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: default}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: docker.io/local/busybox:rk
+      imagePullPolicy: Never
+      command: ["/bin/sh", "-c", "sleep 100000"]
+$limits
+      volumeMounts:
+EOF
+  for m in usr lib lib64 etc/libibverbs.d etc/alternatives; do
+    echo "        - {name: ${m//[\/.]/-}, mountPath: /$m, readOnly: true}"
+  done
+  echo "        - {name: fabricctl, mountPath: $FABRICCTL_DIR, readOnly: true}"
+  ((ib)) && echo "        - {name: ib, mountPath: /dev/infiniband}"
+  echo "  volumes:"
+  for m in usr lib lib64 etc/libibverbs.d etc/alternatives; do
+    echo "    - {name: ${m//[\/.]/-}, hostPath: {path: /$m}}"
+  done
+  echo "    - {name: fabricctl, hostPath: {path: $FABRICCTL_DIR, type: Directory}}"
+  ((ib)) && echo "    - {name: ib, hostPath: {path: /dev/infiniband, type: Directory}}"
+  return 0
+}
+mkpod e2e-granted "      resources: {limits: {$RES: 1}}" 0 | run_static_pod e2e-granted
+mkpod e2e-hostpath "" 1 | run_static_pod e2e-hostpath
+wait_container_running e2e-granted c 90 2>>"$OUT/setup.log" ||
+  fail "granted Pod not running: $(pod_json e2e-granted | jq -c '.status | {phase, reason, message}' 2>/dev/null)"
+wait_container_running e2e-hostpath c 60 2>>"$OUT/setup.log" ||
+  fail "hostPath Pod not running: $(pod_json e2e-hostpath | jq -c '.status | {phase, reason, message}' 2>/dev/null)"
+log "both Pods running at $(since)s"
+checkpoint() { cat "$RK_KUBELET_DIR/device-plugins/kubelet_internal_checkpoint" 2>/dev/null; }
+log "kubelet checkpoint: $(checkpoint | jq -c '.Data.PodDeviceEntries' 2>/dev/null)"
+
+# exec_in POD CMD... : output (stdout+stderr) of CMD in the Pod's container, then "EXIT=<code>".
+exec_in() { pod_exec "$@" 2>&1; echo "EXIT=$?"; }
+
+# (a) granted
+g_ls=$(exec_in e2e-granted c ls /dev/infiniband); echo "== granted: ls /dev/infiniband"; echo "$g_ls"
+grep -qx "$uverbs" <<<"$g_ls" || fail "granted Pod has no /dev/infiniband/$uverbs: $(tr '\n' ' ' <<<"$g_ls")"
+g_ibv=$(exec_in e2e-granted c ibv_devinfo -d "$IBDEV"); echo "== granted: ibv_devinfo"; echo "$g_ibv"
+grep -qE "hca_id:[[:space:]]+$IBDEV" <<<"$g_ibv" && grep -q PORT_ACTIVE <<<"$g_ibv" ||
+  fail "ibv_devinfo in the granted Pod does not show $IBDEV PORT_ACTIVE: $(head -n 3 <<<"$g_ibv" | tr '\n' ' ')"
+g_fi=$(exec_in e2e-granted c fi_info -p verbs -t FI_EP_RDM); echo "== granted: fi_info -p verbs -t FI_EP_RDM"; echo "$g_fi"
+grep -qE "domain: +$IBDEV\b" <<<"$g_fi" ||
+  fail "fi_info -p verbs in the granted Pod does not list $IBDEV: $(head -n 3 <<<"$g_fi" | tr '\n' ' ')"
+g_json=$(pod_exec e2e-granted c "$FABRICCTL" check -o json 2>/dev/null); g_rc=$?
+g_v=$(jq -r '.verdict // empty' <<<"$g_json" 2>/dev/null)
+echo "== granted: fabricctl check exit $g_rc verdict '$g_v'"; echo "$g_json"
+[[ -n $g_v && $g_v != not-granted ]] || fail "fabricctl check in the granted Pod: verdict '$g_v', want anything but not-granted"
+
+# (b) hostPath, no request
+h_ls=$(exec_in e2e-hostpath c ls /dev/infiniband); echo "== hostPath: ls /dev/infiniband"; echo "$h_ls"
+grep -qx "$uverbs" <<<"$h_ls" || fail "hostPath Pod does not see /dev/infiniband/$uverbs: $(tr '\n' ' ' <<<"$h_ls")"
+h_ibv=$(exec_in e2e-hostpath c ibv_devinfo -d "$IBDEV"); echo "== hostPath: ibv_devinfo "; echo "$h_ibv"
+grep -q "Failed to open device" <<<"$h_ibv" ||
+  fail "ibv_devinfo in the hostPath Pod: want 'Failed to open device', got: $(head -n 3 <<<"$h_ibv" | tr '\n' ' ')"
+h_fi=$(exec_in e2e-hostpath c fi_info -p verbs); echo "== hostPath: fi_info -p verbs "; echo "$h_fi"
+grep -q "fi_getinfo: -61" <<<"$h_fi" ||
+  fail "fi_info -p verbs in the hostPath Pod: want 'fi_getinfo: -61', got: $(head -n 3 <<<"$h_fi" | tr '\n' ' ')"
+h_json=$(pod_exec e2e-hostpath c "$FABRICCTL" check -o json 2>/dev/null); h_rc=$?
+h_v=$(jq -r '.verdict // empty' <<<"$h_json" 2>/dev/null)
+echo "== hostPath: fabricctl check exit $h_rc verdict '$h_v'"; echo "$h_json"
+[[ $h_v == not-granted ]] || fail "fabricctl check in the hostPath Pod: verdict '$h_v', want not-granted"
+((h_rc != 0)) || fail "fabricctl check in the hostPath Pod says not-granted but exits 0"
+h_text=$(pod_exec e2e-hostpath c "$FABRICCTL" check 2>&1)
+echo "== hostPath: fabricctl check (text)"; echo "$h_text"
+
+pass "kubelet $KUBELET_VERSION up in ${t_kubelet}s; granted Pod: ibv_devinfo $IBDEV PORT_ACTIVE, fi_info verbs lists $IBDEV, check '$g_v' (exit $g_rc); hostPath Pod: 'Failed to open device', fi_getinfo -61, check not-granted (exit $h_rc); $(since)s"
