@@ -14,7 +14,9 @@
 # Runs last: it remounts /sys/fs/cgroup as cgroup v1 (kubelet 1.20 + cgroupfs), /run and /var/lib.
 # shellcheck source=../lib/case-lib.sh
 source "$E2E_LIB/case-lib.sh"
-RK_KUBELET=${FABRIC_TEST_CACHE:-/var/cache/fabric-test}/kubelet/kubelet-v1.20.2
+IMAGES=$E2E_OUTDIR/rk-images  # written by run.sh on the host: pause.tar, busybox.tar, kubelet-path
+RK_KUBELET=$(cat "$IMAGES/kubelet-path" 2>/dev/null)
+RK_KUBELET=${RK_KUBELET:-/var/cache/fabric-test/kubelet/kubelet-v1.20.2}
 RES=device.gpustack.ai/rdma
 need_exe "$AGENT"
 need_exe "$FABRICCTL"
@@ -23,7 +25,6 @@ need_exe "$FABRICCTL"
 for t in containerd containerd-shim-runc-v2 ctr runc curl ibv_devinfo fi_info; do
   command -v "$t" >/dev/null || skip "$t not installed"
 done
-IMAGES=$E2E_OUTDIR/rk-images
 [[ -s $IMAGES/pause.tar && -s $IMAGES/busybox.tar ]] ||
   fail "no Pod images in $IMAGES (run.sh builds them on the host with lib/rk-images.sh)"
 read -r uverbs _ < <(ibdev_uverbs "$IBDEV") || fail "no uverbs for $IBDEV"
@@ -81,14 +82,17 @@ if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then
   for c in $(cat /sys/fs/cgroup/cgroup.subtree_control); do
     echo "-$c" >/sys/fs/cgroup/cgroup.subtree_control
   done
+  log "cgroup v2: $(tr '\n' ' ' </sys/fs/cgroup/cgroup.stat)"
   umount /sys/fs/cgroup || fail "cannot unmount the cgroup v2 tree"
 fi
 mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup || fail "tmpfs on /sys/fs/cgroup"
+# A controller stays bound to cgroup v2 while a removed cgroup of the runc cases is still dying
+# (within a second for most; memory was bound to v1 by in-vm.sh from the start, as a dying memory
+# cgroup lingers while page cache is charged to it, and this mount reuses that hierarchy).
 for h in cpu,cpuacct memory devices pids cpuset freezer blkio hugetlb net_cls,net_prio perf_event; do
   mkdir -p "/sys/fs/cgroup/$h"
-  # A controller leaves cgroup v2 asynchronously: retry briefly on EBUSY.
   wait_for 10 mount -t cgroup -o "$h" cgroup "/sys/fs/cgroup/$h" 2>/dev/null ||
-    fail "cannot mount the cgroup v1 $h hierarchy: $(mount -t cgroup -o "$h" cgroup "/sys/fs/cgroup/$h" 2>&1)"
+    fail "cannot mount the cgroup v1 $h hierarchy: $(mount -t cgroup -o "$h" cgroup "/sys/fs/cgroup/$h" 2>&1 | head -1)"
 done
 ln -s cpu,cpuacct /sys/fs/cgroup/cpu && ln -s cpu,cpuacct /sys/fs/cgroup/cpuacct
 ln -s net_cls,net_prio /sys/fs/cgroup/net_cls && ln -s net_cls,net_prio /sys/fs/cgroup/net_prio
