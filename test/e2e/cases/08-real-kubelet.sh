@@ -215,6 +215,8 @@ body "$g" fi_info | grep -qE "domain: +$IBDEV\b" ||
 g_v=$(body "$g" check-json | jq -r '.verdict // empty' 2>/dev/null) g_rc=$(exit_of "$g" check-json)
 [[ -n $g_v && $g_v != not-granted ]] ||
   fail "fabricctl check in the granted Pod: verdict '$g_v', want anything but not-granted"
+body "$g" check-json | jq -e '[.findings[]?.verdict] | index("not-granted") == null' >/dev/null ||
+  fail "fabricctl check in the granted Pod has a not-granted finding"
 
 # (b) hostPath, no request
 h=$(probe e2e-hostpath ""); echo "==== hostPath Pod"; echo "$h"
