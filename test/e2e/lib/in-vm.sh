@@ -16,8 +16,13 @@ E2E_SRC_DIR=$(realpath "$LIB/../../..")
 export E2E_BUILD_DIR=$BUILD_DIR E2E_LIB=$LIB E2E_OUTDIR=$OUTDIR E2E_SRC_DIR
 export E2E_IBDEV=rxe0 E2E_NETDEV=eth0 E2E_IP=10.0.2.15
 # runc needs a cgroup hierarchy: the fresh sysfs has none mounted (v2 as on
-# current distributions; its eBPF device filter enforces the grants).
-mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo "+cpu +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+# current distributions; its eBPF device filter enforces the grants). The memory
+# controller is bound to a cgroup v1 hierarchy first and so never used on v2 (no
+# case limits memory): runc enables every v2 controller, and a removed memory
+# cgroup lingers (dying, charged page cache) and would keep memory bound to v2,
+# so 08-real-kubelet could not mount the v1 memory hierarchy kubelet 1.20 needs.
+mkdir -p /run/e2e-cgroup-memory && mount -t cgroup -o memory e2e-memory /run/e2e-cgroup-memory
+mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo "+cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
 echo "kernel $(uname -r), uptime $(cut -d' ' -f1 /proc/uptime)s"
 
 if ! "$LIB/rxe-up.sh" "$E2E_IBDEV" "$E2E_NETDEV" "$E2E_IP/24" > "$OUTDIR/fixture.log" 2>&1; then
