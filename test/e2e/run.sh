@@ -64,7 +64,7 @@ done
 # --- one boot for all cases ---
 VMOUT=$OUTDIR/vm
 rm -rf "$VMOUT"; mkdir -p "$VMOUT"
-# 08-real-kubelet: its Pod images are built here on the host (a second; over a minute under TCG),
+# 09-real-kubelet: its Pod images are built here on the host (a second; over a minute under TCG),
 # and the cached kubelet's path is passed on (the VM sees the host's / but not its environment).
 if [[ ${cases[*]} == *-real-kubelet.sh* ]]; then
   "$HERE/lib/rk-images.sh" "$VMOUT/rk-images" > "$OUTDIR/rk-images.log" 2>&1 ||

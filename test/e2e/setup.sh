@@ -8,7 +8,7 @@ PACKAGES=(
   qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
   rdma-core ibverbs-providers ibverbs-utils rdmacm-utils libfabric-bin
   runc jq
-  containerd curl gcc libc6-dev  # 08-real-kubelet: containerd + ctr in the VM, the pause image on the host
+  containerd curl gcc libc6-dev  # 09-real-kubelet: containerd + ctr in the VM, the pause image on the host
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -20,7 +20,7 @@ export E2E_IBDEV=rxe0 E2E_NETDEV=eth0 E2E_IP=10.0.2.15
 # controller is bound to a cgroup v1 hierarchy first and so never used on v2 (no
 # case limits memory): runc enables every v2 controller, and a removed memory
 # cgroup lingers (dying, charged page cache) and would keep memory bound to v2,
-# so 08-real-kubelet could not mount the v1 memory hierarchy kubelet 1.20 needs.
+# so 09-real-kubelet could not mount the v1 memory hierarchy kubelet 1.20 needs.
 mkdir -p /run/e2e-cgroup-memory && mount -t cgroup -o memory e2e-memory /run/e2e-cgroup-memory
 mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo "+cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
 echo "kernel $(uname -r), uptime $(cut -d' ' -f1 /proc/uptime)s"

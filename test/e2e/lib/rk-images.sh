@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs on the HOST before the VM boots (test/e2e/run.sh, for 08-real-kubelet): writes the OCI image
+# Runs on the HOST before the VM boots (test/e2e/run.sh, for 09-real-kubelet): writes the OCI image
 # archives the in-VM kubelet's Pods use into OUT: pause.tar (registry.k8s.io/pause:3.6, a tiny static
 # C program) and busybox.tar (docker.io/local/busybox:rk), with test/realkubelet/lib.sh's builders.
 # Built here because gcc, tar and gzip under TCG take over a minute; on the host about a second.

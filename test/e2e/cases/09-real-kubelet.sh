@@ -1,5 +1,5 @@
 #!/bin/bash
-# 08-real-kubelet (issue 10, case 8): the real kubelet v1.20.2, Debian's containerd and runc run
+# 09-real-kubelet (issue 10, case 8): the real kubelet v1.20.2, Debian's containerd and runc run
 # INSIDE the soft-RoCE VM, with fabric-agent serving the real rxe device.
 # (a) A static Pod asking for device.gpustack.ai/rdma: 1 opens the real rxe device: ibv_devinfo and
 #     `fi_info -p verbs` list it from inside the container (the host's rdma-core and libfabric through
