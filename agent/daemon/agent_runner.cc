@@ -19,6 +19,18 @@ std::string ConfigFingerprint(const std::string& path) {
   return content.ok() ? *content : std::string("\x01missing");
 }
 
+// The file's fingerprint once two reads 200 ms apart agree (at most ~5 s).
+std::string SettledFingerprint(const std::string& path) {
+  std::string now = ConfigFingerprint(path);
+  for (int i = 0; i < 25; ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    std::string again = ConfigFingerprint(path);
+    if (again == now) break;
+    now = std::move(again);
+  }
+  return now;
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& options) {
@@ -50,21 +62,16 @@ int RunAgent(const AgentOptions& options) {
       break;
     }
     bool reload = sig == SIGHUP;
-    if (!options.config_path.empty()) {
-      std::string now = ConfigFingerprint(options.config_path);
-      if (now != fingerprint) {
-        // An editor may be mid-write: reload only once the content settled.
-        absl::SleepFor(absl::Milliseconds(200));
-        if (ConfigFingerprint(options.config_path) == now) {
-          fingerprint = now;
-          reload = true;
-        }
-      }
+    if (!options.config_path.empty() &&
+        (reload || ConfigFingerprint(options.config_path) != fingerprint)) {
+      // SIGHUP and a changed file alike: read the file once it settled. An
+      // editor or `cp` may be mid-write, and an in-place write is briefly
+      // empty, which would read as "the defaults".
+      std::string now = SettledFingerprint(options.config_path);
+      reload = reload || now != fingerprint;
+      fingerprint = now;
     }
-    if (reload) {
-      if (!options.config_path.empty()) fingerprint = ConfigFingerprint(options.config_path);
-      (void)agent.Reload();
-    }
+    if (reload) (void)agent.Reload();
   }
   agent.Stop();
   LogInfo(Component::kAgent, "stopped");
