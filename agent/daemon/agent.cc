@@ -209,6 +209,7 @@ void Agent::RunAllocationWatcher() {
 bool Agent::RefreshAllocations() {
   if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
   podresources_seen_ = true;
+  const absl::Time listed_at = absl::Now();
   auto list = podresources_->ListPodDevices();
   if (!list.ok()) {
     if (podresources_errors_++ % 30 == 0) {
@@ -216,7 +217,7 @@ bool Agent::RefreshAllocations() {
     }
     return false;
   }
-  registry_->SetHolds(*list);
+  registry_->SetHolds(*list, listed_at);
   return true;
 }
 

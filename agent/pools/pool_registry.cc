@@ -83,7 +83,8 @@ void PoolRegistry::SetNode(const NodeInventory& inventory,
   Notify(true, false);
 }
 
-bool PoolRegistry::SetHolds(const std::vector<podresources::PodDevices>& list) {
+bool PoolRegistry::SetHolds(const std::vector<podresources::PodDevices>& list,
+                            absl::Time listed_at) {
   bool changed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -104,9 +105,18 @@ bool PoolRegistry::SetHolds(const std::vector<podresources::PodDevices>& list) {
     }
     std::sort(holds.begin(), holds.end());
     holds.erase(std::unique(holds.begin(), holds.end()), holds.end());
-    // Grants the kubelet now reports are holds; the rest wait for their TTL.
+    // Grants the kubelet now reports are holds. One it does not report although
+    // the List started well after it was made was never taken up (the Pod is
+    // gone, or its admission failed); the rest wait for their TTL.
     const size_t before = grants_.size();
-    std::erase_if(grants_, [&](const auto& g) { return seen.count(g.first) > 0; });
+    std::erase_if(grants_, [&](const auto& entry) {
+      if (seen.count(entry.first) > 0) return true;
+      const Grant& g = entry.second;
+      if (listed_at - g.at < options_.grant_settle) return false;
+      LogInfo(Component::kPodResources, "{}: grant of {} released: the kubelet does not hold it",
+              g.resource, g.id);
+      return true;
+    });
     changed = grants_.size() != before;
     changed = ExpireGrantsLocked(options_.clock()) || changed;
     changed = changed || holds != holds_ || allocated != allocated_;

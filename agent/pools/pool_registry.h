@@ -62,6 +62,11 @@ struct PoolRegistryOptions {
   // ~30 failed or rate-limited Lists in a row before a grant lapses, yet
   // frees a grant no Pod took up within a minute, so capacity cannot leak.
   absl::Duration grant_ttl = absl::Seconds(60);
+  // A List that started this long after a grant and does not show it proves
+  // no Pod holds it (the kubelet records an allocation as soon as Allocate
+  // returns): the grant is released then, not after grant_ttl. Without this a
+  // Pod deleted within a second of its admission withdrew the device for 60 s.
+  absl::Duration grant_settle = absl::Seconds(1);
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
 
@@ -111,10 +116,13 @@ class PoolRegistry {
   // A new node view (from discovery / health). Every snapshot is rebuilt.
   void SetNode(const NodeInventory& inventory, const std::map<std::string, DeviceHealth>& health);
 
-  // A successful PodResources List: who holds what. Grants it shows are
-  // confirmed (they are holds now); grants older than grant_ttl are released.
-  // Returns true when holds, counts or withdrawals changed (by content).
-  bool SetHolds(const std::vector<podresources::PodDevices>& list);
+  // A successful PodResources List, started at `listed_at`: who holds what.
+  // Grants it shows are confirmed (they are holds now); grants it does not
+  // show are released if they are grant_settle older than the List, and in
+  // any case once older than grant_ttl. Returns true when holds, counts or
+  // withdrawals changed (by content).
+  bool SetHolds(const std::vector<podresources::PodDevices>& list,
+                absl::Time listed_at = absl::InfinitePast());
 
   // Releases grants older than grant_ttl (for nodes with no PodResources API;
   // elsewhere only a successful List releases them).

@@ -101,6 +101,22 @@ TEST_F(PoolRegistryTest, GrantNoPodTakesUpIsReleasedAfterTheTtl) {
   EXPECT_EQ(Unhealthy(kRdma), 0);
 }
 
+// Found by test/hostile (flapping sysfs): Pods admitted and deleted at once
+// left their devices withdrawn for the whole TTL. A List that started a settle
+// time after the grant and does not show it releases it; an earlier List
+// (the kubelet may not have recorded it yet) does not.
+TEST_F(PoolRegistryTest, GrantAListTakenWellAfterDoesNotShowIsReleased) {
+  ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
+  const absl::Time granted = now_;
+  now_ += absl::Milliseconds(500);
+  EXPECT_FALSE(registry_->SetHolds({}, granted + absl::Milliseconds(400)));
+  EXPECT_EQ(Unhealthy(kShared), 4) << "a List too soon after the grant proves nothing";
+  now_ += absl::Seconds(1);
+  EXPECT_TRUE(registry_->SetHolds({}, granted + absl::Milliseconds(1100)));
+  EXPECT_EQ(Unhealthy(kShared), 0);
+  EXPECT_OK(registry_->Claim(kShared, {"mlx5_0.t0"}));
+}
+
 TEST_F(PoolRegistryTest, ConfirmedGrantBecomesAHoldAndOutlivesTheTtl) {
   ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
   const std::vector<podresources::PodDevices> pods = {{"ns", "a", "c", kRdma, {"mlx5_0"}}};

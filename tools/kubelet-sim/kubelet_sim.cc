@@ -123,6 +123,15 @@ absl::Status KubeletSim::Start() {
   if (server_) return absl::FailedPreconditionError("kubelet-sim already serving");
   FABRIC_RETURN_IF_ERROR(MkdirAll(device_plugin_dir_, 0750));
   FABRIC_RETURN_IF_ERROR(CleanupPluginDirectory(device_plugin_dir_, options_.version));
+  if (options_.serve_podresources && !podresources_) {
+    const std::string dir =
+        device_plugin_dir_.substr(0, device_plugin_dir_.rfind('/')) + "/pod-resources";
+    FABRIC_RETURN_IF_ERROR(MkdirAll(dir, 0750));
+    podresources_ = std::make_unique<podresources::FakePodResourcesServer>();
+    FABRIC_RETURN_IF_ERROR(podresources_->Start(dir + "/kubelet.sock"));
+    std::lock_guard<std::mutex> l(mu_);
+    PublishPodsLocked();
+  }
   return StartServing();
 }
 
@@ -234,6 +243,10 @@ void KubeletSim::Stop() {
   StopServing();
   JoinConnectThreads();
   DropAllEndpoints();
+  if (podresources_) {
+    podresources_->Stop();
+    podresources_.reset();
+  }
 }
 
 absl::Status KubeletSim::Restart() {

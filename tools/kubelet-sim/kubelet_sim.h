@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/podresources/fake_podresources_server.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace grpc {
@@ -118,6 +119,10 @@ struct KubeletSimOptions {
   // Write <device-plugins>/kubelet_internal_checkpoint like the kubelet does
   // (JSON shape of checkpoint.go; Checksum is written as 0, not reproduced).
   bool write_checkpoint = true;
+  // Also serve PodResources v1 (List) at <root>/pod-resources/kubelet.sock
+  // from the current allocations, as every kubelet since 1.15 does. Off by
+  // default: tests that run their own fake PodResources server keep it.
+  bool serve_podresources = false;
 };
 
 class KubeletSim {
@@ -279,6 +284,8 @@ class KubeletSim {
 
   absl::StatusOr<std::shared_ptr<Endpoint>> CurrentEndpoint(const std::string& resource) const;
   void WriteCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What PodResources List answers: the allocations, Pods in "default".
+  void PublishPodsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++generation_;
     cv_.notify_all();
@@ -298,6 +305,7 @@ class KubeletSim {
   std::mutex lifecycle_mu_;  // serializes Start/StartWatcher/Stop/Restart.
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<podresources::FakePodResourcesServer> podresources_;  // serve_podresources
   std::thread watcher_thread_;
   bool watcher_enabled_ = false;  // guarded by lifecycle_mu_.
 

@@ -265,6 +265,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
   }
   allocations_[key] = record;
   WriteCheckpointLocked();
+  PublishPodsLocked();
   NotifyLocked();
   if (chosen_ids) *chosen_ids = chosen;
   return record.response;
@@ -311,7 +312,32 @@ void KubeletSim::RemovePod(const std::string& pod) {
     }
   }
   WriteCheckpointLocked();
+  PublishPodsLocked();
   NotifyLocked();
+}
+
+void KubeletSim::PublishPodsLocked() {
+  if (!podresources_) return;
+  std::map<std::string, podresources::FakePod> pods;
+  for (const auto& [key, record] : allocations_) {
+    podresources::FakePod& pod = pods[record.pod];
+    pod.ns = "default";
+    pod.name = record.pod;
+    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
+                          [&](const auto& x) { return x.name == record.container; });
+    if (c == pod.containers.end()) c = pod.containers.insert(c, {record.container, {}});
+    for (const auto& id : record.device_ids) {
+      podresources::FakeDevice d{record.resource, id, {}};
+      for (const auto& [node, ids] : record.devices_per_numa) {
+        if (node >= 0 && std::find(ids.begin(), ids.end(), id) != ids.end())
+          d.numa_nodes.push_back(node);
+      }
+      c->devices.push_back(std::move(d));
+    }
+  }
+  std::vector<podresources::FakePod> out;
+  for (auto& [name, pod] : pods) out.push_back(std::move(pod));
+  podresources_->SetPods(std::move(out));
 }
 
 void KubeletSim::WriteCheckpointLocked() {
