@@ -349,7 +349,8 @@ TEST(AgentIntegrationTest, DeviceMovedIntoAPodNetnsStaysListedAcrossRestarts) {
     ASSERT_TRUE(kubelet.WaitFor([&] { return kubelet.ListAndWatchMessages(kRdma) > before; },
                                 absl::Seconds(20)));
     EXPECT_EQ(health(), both_healthy);
-    const RdmaDevice* held = agent.node().inventory.Find("mlx5_0");
+    const NodeView view = agent.node();  // a copy: Find points into it
+    const RdmaDevice* held = view.inventory.Find("mlx5_0");
     ASSERT_NE(held, nullptr);
     EXPECT_EQ(held->LinkLayer(), "Ethernet");
 
