@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "agent/base/command_line.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/base/memlock_limit.h"
@@ -53,19 +53,7 @@ int main(int argc, char** argv) {
       "fabric-agent: discovers EFA/RDMA devices and serves them to the kubelet.\n"
       "Usage: fabric-agent [--config FILE] [--sysfs-root DIR] [--dev-root DIR] "
       "[--kubelet-root DIR] [--registration auto|kubelet|watcher] [--metrics-address HOST:PORT]");
-  // Accept the documented dash spelling (--sysfs-root) as well as absl's underscores.
-  std::vector<std::string> args(argv, argv + argc);
-  std::vector<char*> fixed;
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) == 0) {
-      size_t end = a.find('=');
-      for (size_t i = 2; i < (end == std::string::npos ? a.size() : end); ++i) {
-        if (a[i] == '-') a[i] = '_';
-      }
-    }
-    fixed.push_back(a.data());
-  }
-  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  fabric::ParseCommandLine(argc, argv);
 
   fabric::LogLevel level;
   if (!fabric::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {

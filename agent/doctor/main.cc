@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "agent/base/command_line.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/logging.h"
 #include "agent/discovery/sysfs_discovery.h"
@@ -36,18 +36,7 @@ int main(int argc, char** argv) {
       "fabric-doctor: probes the fabric path to peer nodes (see docs/doctor.md).\n"
       "Usage: fabric-doctor --doctor-peers dns:NAME|file:PATH [--doctor-provider P] "
       "[--doctor-address HOST:PORT] [--doctor-period 10s] [--metrics-address HOST:PORT]");
-  std::vector<std::string> args(argv, argv + argc);
-  std::vector<char*> fixed;
-  for (std::string& a : args) {  // --dash-spelling as well as absl's underscores
-    if (a.rfind("--", 0) == 0) {
-      size_t end = a.find('=');
-      for (size_t i = 2; i < (end == std::string::npos ? a.size() : end); ++i) {
-        if (a[i] == '-') a[i] = '_';
-      }
-    }
-    fixed.push_back(a.data());
-  }
-  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  fabric::ParseCommandLine(argc, argv);
   fabric::LogLevel level;
   if (!fabric::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
     std::fprintf(stderr, "fabric-doctor: bad --log-level\n");

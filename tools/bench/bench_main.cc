@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/base/command_line.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "tools/bench/cases.h"
@@ -189,19 +189,7 @@ int Main() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabric-bench: agent latency and footprint against same-run baselines");
-  // Accept --footprint-seconds as well as absl's --footprint_seconds.
-  std::vector<std::string> args(argv, argv + argc);
-  std::vector<char*> fixed;
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) == 0) {
-      const size_t end = std::min(a.find('='), a.size());
-      for (size_t i = 2; i < end; ++i) {
-        if (a[i] == '-') a[i] = '_';
-      }
-    }
-    fixed.push_back(a.data());
-  }
-  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  fabric::ParseCommandLine(argc, argv);
   if (!absl::GetFlag(FLAGS_serve_floor).empty()) {
     return fabric::bench::ServeFloor(absl::GetFlag(FLAGS_serve_floor));
   }
