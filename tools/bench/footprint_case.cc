@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/metrics/http_client.h"
 #include "agent/podresources/fake_podresources_server.h"
 #include "fmt/format.h"
 #include "tools/bench/agent_harness.h"
@@ -156,25 +157,8 @@ int FreePort() {
 
 // One GET /metrics (fresh connection, read to EOF); true on a 200 with a body.
 bool ScrapeOnce(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string resp;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return resp.rfind("HTTP/1.1 200", 0) == 0 && resp.size() > 1000;
+  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), "/metrics", absl::Seconds(5));
+  return r.ok() && r->status == 200 && r->body.size() > 1000;
 }
 
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_file) {

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/metrics/http_client.h"
 #include "agent/podresources/fake_podresources_server.h"
 #include "fmt/format.h"
 #include "tools/bench/agent_harness.h"
@@ -29,43 +30,11 @@ double TvMillis(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) * 1000 + static_cast<double>(tv.tv_usec) / 1000;
 }
 
-struct HttpResult {
-  int status = 0;  // 0: no answer
-  std::string body;
-};
-
-// One GET on a fresh connection, read to EOF (Prometheus reconnects after
-// its keep-alive lapses between scrapes).
-HttpResult Get(int port, const std::string& path) {
-  HttpResult out;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return out;
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return out;
-  }
-  const std::string req =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return out;
-  }
-  std::string resp;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
-  close(fd);
-  if (resp.rfind("HTTP/1.", 0) != 0 || resp.size() < 12) return out;
-  out.status = std::atoi(resp.c_str() + 9);
-  const size_t body = resp.find("\r\n\r\n");
-  if (body != std::string::npos) out.body = resp.substr(body + 4);
-  return out;
+// One GET on a fresh connection, read to EOF (Prometheus reconnects after its
+// keep-alive lapses between scrapes); status 0 when there was no answer.
+HttpResponse Get(int port, const std::string& path) {
+  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), path, absl::Seconds(5));
+  return r.ok() ? *std::move(r) : HttpResponse{};
 }
 
 struct Instance {
@@ -117,7 +86,7 @@ std::string Start(const BenchOptions& o, Instance& in) {
   // Pod labels appear once PodResources has been listed (every 2 s).
   const auto deadline = Clock::now() + std::chrono::seconds(15);
   while (Clock::now() < deadline) {
-    HttpResult r = Get(in.port, "/metrics");
+    HttpResponse r = Get(in.port, "/metrics");
     if (r.status == 200 && r.body.find("\"bench-pod-0\"") != std::string::npos) {
       in.pod_labels = true;
       break;
@@ -154,7 +123,7 @@ std::vector<Row> RunMetricsCase(const BenchOptions& o) {
     for (Instance* in : {&small, &large}) {
       for (const char* path : {"/metrics", "/healthz"}) {
         const auto t0 = Clock::now();
-        HttpResult r = Get(in->port, path);
+        HttpResponse r = Get(in->port, path);
         const double ms = MillisBetween(t0, Clock::now());
         if (r.status != 200) {
           in->failures++;
