@@ -171,23 +171,28 @@ std::string RenderMetrics(const Report& r) {
   return out;
 }
 
+nlohmann::ordered_json PairJson(const PairStatus& p) {
+  return {{"peer_node", p.peer_node},
+          {"local_device", p.local_device},
+          {"peer_device", p.peer_device},
+          {"provider", p.provider},
+          {"reachable", p.reachable},
+          {"control_reachable", p.control_reachable},
+          {"rtt_seconds", p.rtt_seconds >= 0 ? nlohmann::ordered_json(p.rtt_seconds)
+                                             : nlohmann::ordered_json(nullptr)},
+          {"last_error", p.last_error}};
+}
+
 nlohmann::ordered_json RenderPeersJson(const Report& r) {
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
   for (const PairStatus& p : r.pairs) {
     double since = p.last_success_unix > 0 ? r.now_unix - p.last_success_unix : -1;
-    pairs.push_back({{"peer_node", p.peer_node},
-                     {"local_device", p.local_device},
-                     {"peer_device", p.peer_device},
-                     {"provider", p.provider},
-                     {"reachable", p.reachable},
-                     {"control_reachable", p.control_reachable},
-                     {"rtt_seconds", p.rtt_seconds >= 0 ? nlohmann::ordered_json(p.rtt_seconds)
-                                                        : nlohmann::ordered_json(nullptr)},
-                     {"last_error", p.last_error},
-                     {"verdict", VerdictName(PairVerdict(p))},
-                     {"peer_address", p.peer_address},
-                     {"seconds_since_success", since >= 0 ? nlohmann::ordered_json(since)
-                                                          : nlohmann::ordered_json(nullptr)}});
+    nlohmann::ordered_json pair = PairJson(p);
+    pair["verdict"] = VerdictName(PairVerdict(p));
+    pair["peer_address"] = p.peer_address;
+    pair["seconds_since_success"] =
+        since >= 0 ? nlohmann::ordered_json(since) : nlohmann::ordered_json(nullptr);
+    pairs.push_back(std::move(pair));
   }
   nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
   for (const LocalEndpoint& e : r.endpoints) {

@@ -79,6 +79,10 @@ struct Report {
 };
 
 std::string RenderMetrics(const Report& r);
+// One pair as the documented `fabricctl doctor -o json` shape: peer_node,
+// local_device, peer_device, provider, reachable, control_reachable,
+// rtt_seconds (null before a success), last_error.
+nlohmann::ordered_json PairJson(const PairStatus& p);
 nlohmann::ordered_json RenderPeersJson(const Report& r);
 
 // What `fabricctl doctor` needs back from /v1/peers.

@@ -31,17 +31,7 @@ int DoctorExitCode(Verdict v) {
 
 nlohmann::ordered_json DoctorJson(const PeersDocument& doc) {
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  for (const PairStatus& p : doc.pairs) {
-    pairs.push_back({{"peer_node", p.peer_node},
-                     {"local_device", p.local_device},
-                     {"peer_device", p.peer_device},
-                     {"provider", p.provider},
-                     {"reachable", p.reachable},
-                     {"control_reachable", p.control_reachable},
-                     {"rtt_seconds", p.rtt_seconds >= 0 ? nlohmann::ordered_json(p.rtt_seconds)
-                                                        : nlohmann::ordered_json(nullptr)},
-                     {"last_error", p.last_error}});
-  }
+  for (const PairStatus& p : doc.pairs) pairs.push_back(doctor::PairJson(p));
   return {{"verdict", doctor::VerdictName(doc.verdict)}, {"pairs", pairs}};
 }
 
