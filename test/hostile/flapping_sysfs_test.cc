@@ -170,9 +170,7 @@ TEST(Hostile, FlappingSysfsKeepsServingWithFlatMemoryAndThreads) {
   ASSERT_TRUE(WriteAtomic(cfg,
                           "health:\n  pollIntervalMs: 20\n  portHoldDownMs: 200\n"
                           "  efa: {checkIntervalMs: 50, quietPeriodMs: 500}\n"));
-  sim::KubeletSimOptions kubelet_options;
-  kubelet_options.serve_podresources = true;  // as a real kubelet does
-  sim::KubeletSim kubelet(dir.path(), kubelet_options);
+  sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
   AgentProcess agent(
       {"--config=" + cfg, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",

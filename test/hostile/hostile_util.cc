@@ -178,6 +178,12 @@ std::map<std::string, std::string> UverbsPaths(const std::string& sysfs_root) {
   return out;
 }
 
+sim::KubeletSimOptions RealisticKubelet() {
+  sim::KubeletSimOptions o;
+  o.serve_podresources = true;
+  return o;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

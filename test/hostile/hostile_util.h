@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "tools/kubelet-sim/kubelet_sim.h"
 
 namespace fabric::hostile {
 
@@ -77,6 +78,10 @@ class AgentProcess {
 std::map<std::string, std::string> UverbsPaths(const std::string& sysfs_root);
 
 // Percentile (0..100) of an unsorted sample; 0 for an empty one.
+// The simulated kubelet the hostile tests run against: it also serves
+// PodResources, as every real kubelet does.
+sim::KubeletSimOptions RealisticKubelet();
+
 double Percentile(std::vector<double> v, double p);
 double Median(std::vector<double> v);
 

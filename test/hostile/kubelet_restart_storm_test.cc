@@ -94,9 +94,7 @@ TEST(Hostile, KubeletRestartStormWithConcurrentAllocates) {
   const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
   const auto uverbs = UverbsPaths(node + "/sys");
   ASSERT_EQ(uverbs.size(), 10u);
-  sim::KubeletSimOptions kubelet_options;
-  kubelet_options.serve_podresources = true;  // as a real kubelet does
-  sim::KubeletSim kubelet(dir.path(), kubelet_options);
+  sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
   AgentProcess agent({"--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
                       "--kubelet-root=" + dir.path(), "--registration=kubelet", "--write-cdi=false",

@@ -74,9 +74,7 @@ TEST(Hostile, SighupStormNeverReplacesAGoodConfigWithABadOne) {
   const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
   const std::string cfg = dir.path() + "/config.yaml";
   ASSERT_TRUE(WriteAtomic(cfg, kConfigA));
-  sim::KubeletSimOptions kubelet_options;
-  kubelet_options.serve_podresources = true;  // as a real kubelet does
-  sim::KubeletSim kubelet(dir.path(), kubelet_options);
+  sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
   AgentProcess agent(
       {"--config=" + cfg, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
