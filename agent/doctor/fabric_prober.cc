@@ -19,6 +19,7 @@
 #include "agent/base/logging.h"
 #include "agent/libfabric/fabric_error.h"
 #include "agent/libfabric/fi_handles.h"
+#include "agent/libfabric/libfabric_api.h"
 
 namespace fabric::doctor {
 
@@ -106,7 +107,8 @@ struct FabricProber::Batch {
 namespace {
 
 absl::Status OpenDevice(FabricProber::Device& d) {
-  fi::InfoPtr hints(fi_allocinfo());
+  if (absl::Status loaded = fi::Load(); !loaded.ok()) return loaded;
+  fi::InfoPtr hints(fi::AllocInfo());
   if (!hints) return absl::ResourceExhaustedError("fi_allocinfo failed");
   hints->caps = FI_MSG;
   hints->ep_attr->type = FI_EP_RDM;
@@ -118,10 +120,10 @@ absl::Status OpenDevice(FabricProber::Device& d) {
   fi_info* raw = nullptr;
   int ret = -FI_ENODATA;
   if (!d.spec.node.empty()) {
-    ret = fi_getinfo(fi::kFabricApiVersion, d.spec.node.c_str(), nullptr, FI_SOURCE, hints.get(),
-                     &raw);
+    ret = fi::GetInfo(fi::kFabricApiVersion, d.spec.node.c_str(), nullptr, FI_SOURCE, hints.get(),
+                      &raw);
   } else {
-    ret = fi_getinfo(fi::kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+    ret = fi::GetInfo(fi::kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
   }
   fi::InfoPtr list(raw);
   if (ret != 0) {
@@ -129,7 +131,7 @@ absl::Status OpenDevice(FabricProber::Device& d) {
                                         d.spec.domain.empty() ? "" : ", domain " + d.spec.domain,
                                         d.spec.node.empty() ? "" : ", node " + d.spec.node));
   }
-  d.info.reset(fi_dupinfo(list.get()));
+  d.info.reset(fi::DupInfo(list.get()));
   if (!d.info) return absl::ResourceExhaustedError("fi_dupinfo failed");
   d.provider = d.info->fabric_attr->prov_name;
   // The same rule as `fabricctl bench`: never measure another provider.
@@ -140,7 +142,7 @@ absl::Status OpenDevice(FabricProber::Device& d) {
         d.spec.provider, d.provider));
   }
   fid_fabric* fabric = nullptr;
-  if (int r = fi_fabric(d.info->fabric_attr, &fabric, nullptr); r != 0) {
+  if (int r = fi::Fabric(d.info->fabric_attr, &fabric, nullptr); r != 0) {
     return FabricError(r, "fi_fabric");
   }
   d.fabric.reset(fabric);
@@ -590,7 +592,7 @@ void FabricProber::Run() {
         if (fi_cq_readerr(d.cq.get(), &err, 0) > 0) {
           Slot* s = static_cast<Slot*>(err.op_context);
           const char* detail = fi_cq_strerror(d.cq.get(), err.prov_errno, err.err_data, nullptr, 0);
-          std::string why = fmt::format("{} ({})", fi_strerror(err.err), detail ? detail : "?");
+          std::string why = fmt::format("{} ({})", fi::StrError(err.err), detail ? detail : "?");
           if (s != nullptr && s->recv) {
             Count("garbage_fabric");  // e.g. FI_ETRUNC: a message larger than a probe
             done.push_back(s);

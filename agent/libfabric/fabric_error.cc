@@ -5,12 +5,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "agent/libfabric/libfabric_api.h"
 
 namespace fabric {
 
 absl::Status FabricError(int fi_ret, absl::string_view op) {
   int code = fi_ret < 0 ? -fi_ret : fi_ret;
-  std::string msg = absl::StrCat(op, ": ", fi_strerror(code), " (-", code, ")");
+  std::string msg = absl::StrCat(op, ": ", fi::StrError(code), " (-", code, ")");
   switch (code) {
     case FI_ENODATA:
     case FI_ENOENT:

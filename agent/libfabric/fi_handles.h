@@ -1,7 +1,6 @@
 // RAII for libfabric handles, shared by fabricctl (check/bench) and the
 // doctor: every fid is owned by a FidPtr (closed with fi_close) and every
-// fi_info list by an InfoPtr (fi_freeinfo). Header-only; the user links
-// libfabric.
+// fi_info list by an InfoPtr (fi::FreeInfo).
 #ifndef FABRIC_AGENT_LIBFABRIC_FI_HANDLES_H_
 #define FABRIC_AGENT_LIBFABRIC_FI_HANDLES_H_
 
@@ -10,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "agent/libfabric/libfabric_api.h"
 
 namespace fabric::fi {
 
@@ -24,9 +25,7 @@ template <typename T>
 using FidPtr = std::unique_ptr<T, FidCloser>;
 
 struct InfoFreer {
-  void operator()(fi_info* info) const {
-    if (info != nullptr) fi_freeinfo(info);
-  }
+  void operator()(fi_info* info) const { FreeInfo(info); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoFreer>;
 

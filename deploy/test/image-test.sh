@@ -216,6 +216,27 @@ c_fabricctl_devices() {
   ((n == 32))
 }
 
+# libfabric is loaded with dlopen (agent/libfabric), so ldd cannot put it into
+# the runtime packages: the image must carry it for the doctor and check/bench.
+c_fabricctl_check_libfabric() {
+  local out
+  out=$(podman_run --rm --network=none --read-only --cap-drop=ALL --security-opt=no-new-privileges \
+    -v "$SAMPLE/sys:/host/sys:ro" --entrypoint /usr/local/bin/fabricctl "$IMAGE" \
+    check --sysfs-root=/host/sys 2>&1)
+  sed -n '/libfabric providers/,/^verdict/p' <<<"$out"
+  grep -q 'libfabric providers' <<<"$out" && grep -Eq '^  (tcp|shm)' <<<"$out" &&
+    ! grep -q 'cannot be loaded' <<<"$out"
+}
+
+# The agent as shipped links only what it must (tools/bench/link_guard_test.sh:
+# no OpenSSL, gRPC/protobuf/abseil static, no libfabric) and fabric-cni is static.
+c_link_guard() {
+  local cid
+  cid=$(podman create "$IMAGE") || return 1
+  podman cp "$cid:/usr/local/bin/fabric-agent" "$W/fabric-agent.image" && podman rm "$cid" >/dev/null || return 1
+  "$repo/tools/bench/link_guard_test.sh" "$W/fabric-agent.image" "$W/host/fabric-cni"
+}
+
 # The chart's defaults (no CNI part): the agent runs with EVERY capability
 # dropped, no hostNetwork, read-only root, /host/sys read-only.
 c_agent_default_caps() {
@@ -257,6 +278,7 @@ c_uninstall() {
 run_case "image: deploy/build-image.sh" c_build
 run_case "image: size within budget" c_size
 run_case "image: host binaries fully static (readelf)" c_static
+run_case "image: fabric-agent links only what it must (link guard)" c_link_guard
 run_case "empty container: fabric-cni answers VERSION" c_scratch_cni_version
 run_case "empty container: fabric-memlock-hook runs" c_scratch_hook
 run_case "chart: helm template (real helm v4), DaemonSet -> podman" c_render
@@ -264,6 +286,7 @@ run_case "chart pod: init containers install hook + cni onto the host" c_init_co
 run_case "chart pod: agent as rendered registers with kubelet-sim (ro root, caps per chart)" c_agent_registers
 run_case "empty container: fabric-cni ADD/DEL against the image's agent" c_cni_add_del
 run_case "image: fabricctl devices (ro root, no caps, /host/sys ro)" c_fabricctl_devices
+run_case "image: fabricctl check loads libfabric (dlopen) and lists providers" c_fabricctl_check_libfabric
 run_case "chart defaults (no CNI): agent with ALL capabilities dropped registers, efa 32" c_agent_default_caps
 run_case "chart pod removed: no sockets left behind" c_uninstall
 echo "$passed passed, $failed failed"

@@ -43,9 +43,9 @@ check "fabric-agent does not need cpp-httplib (agent/metrics has its own server)
 check "fabric-agent does not need libgrpc/libgrpc++ (nor their unsecure .so)" no_match '^lib(grpc|gpr|upb|address_sorting)'
 check "fabric-agent does not need libprotobuf" no_match '^libprotobuf'
 check "fabric-agent does not need libabsl_*" no_match '^libabsl_'
-# libfabric: needed since the agent carries the opt-in doctor (--doctor, agent/doctor);
-# its shared object maps a dozen provider libraries (about 1.5 MiB of RSS).
-# fabric-cni and the hook must never need it (checked below: no dynamic section).
+# libfabric maps a dozen provider libraries (about 1.35 MiB of RSS) at load;
+# agent/libfabric loads it with dlopen only when --doctor opens endpoints.
+check "fabric-agent does not need libfabric (dlopen'ed for --doctor only)" no_match '^lib(fabric|ibverbs|rdmacm|psm)'
 check "fabric-agent does not need spdlog/fmt (cmake/static/fmt_spdlog.cc)" no_match '^lib(spdlog|fmt)\.so'
 check "fabric-agent does not need libstdc++ itself (-static-libstdc++)" \
   bash -c "! readelf -sW --dyn-syms '$agent' | grep -q 'UND.*GLIBCXX_'"

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/libfabric/fabric_error.h"
+#include "agent/libfabric/libfabric_api.h"
 
 namespace fabric::fabricctl::bench_detail {
 
@@ -18,7 +19,10 @@ Failure FailWith(const absl::Status& s, int code) {
 
 Outcome<OpenedFabric> OpenFabric(const std::string& provider, const std::string& domain,
                                  const std::string& node) {
-  InfoPtr hints(fi_allocinfo());
+  if (absl::Status loaded = fi::Load(); !loaded.ok()) {
+    return {std::nullopt, FailWith(loaded, kExitProviderMissing)};
+  }
+  InfoPtr hints(fi::AllocInfo());
   if (!hints) return {std::nullopt, {kExitError, "fi_allocinfo failed"}};
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   hints->ep_attr->type = FI_EP_RDM;
@@ -33,10 +37,10 @@ Outcome<OpenedFabric> OpenFabric(const std::string& provider, const std::string&
   fi_info* raw = nullptr;
   int ret = -FI_ENODATA;
   if (!node.empty()) {
-    ret = fi_getinfo(kFabricApiVersion, node.c_str(), nullptr, FI_SOURCE, hints.get(), &raw);
+    ret = fi::GetInfo(kFabricApiVersion, node.c_str(), nullptr, FI_SOURCE, hints.get(), &raw);
   }
   if (ret == -FI_ENODATA) {
-    ret = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+    ret = fi::GetInfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
   }
   InfoPtr list(raw);
   if (ret == -FI_ENODATA) {
@@ -49,11 +53,11 @@ Outcome<OpenedFabric> OpenFabric(const std::string& provider, const std::string&
   }
   if (ret != 0) return {std::nullopt, FailWith(FabricError(ret, "fi_getinfo"))};
   // Keep only the first entry: that is the one we open.
-  InfoPtr chosen(fi_dupinfo(list.get()));
+  InfoPtr chosen(fi::DupInfo(list.get()));
   if (!chosen) return {std::nullopt, {kExitError, "fi_dupinfo failed"}};
   OpenedFabric out;
   fid_fabric* fabric = nullptr;
-  ret = fi_fabric(chosen->fabric_attr, &fabric, nullptr);
+  ret = fi::Fabric(chosen->fabric_attr, &fabric, nullptr);
   if (ret != 0) return {std::nullopt, FailWith(FabricError(ret, "fi_fabric"))};
   out.fabric.reset(fabric);
   out.info = std::move(chosen);

@@ -15,6 +15,7 @@
 #include "agent/base/file_util.h"
 #include "agent/inventory/sysfs_layout.h"
 #include "agent/libfabric/fabric_error.h"
+#include "agent/libfabric/libfabric_api.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {
@@ -94,8 +95,12 @@ MemlockFacts CollectMemlock() {
 
 std::vector<ProviderFacts> CollectProviders(std::string* error) {
   std::vector<ProviderFacts> out;
+  if (absl::Status loaded = fi::Load(); !loaded.ok()) {
+    *error = std::string(loaded.message());
+    return out;
+  }
   fi_info* raw = nullptr;
-  int ret = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, nullptr, &raw);
+  int ret = fi::GetInfo(kFabricApiVersion, nullptr, nullptr, 0, nullptr, &raw);
   InfoPtr list(raw);
   if (ret != 0) {
     *error = std::string(FabricError(ret, "fi_getinfo").message());
