@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -139,6 +140,12 @@ StderrToFile::~StderrToFile() {
 double RandomMillis(double max_ms) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   return std::uniform_real_distribution<double>(0.0, max_ms)(rng);
+}
+
+double ThreadCpuMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
 }
 
 }  // namespace fabric::bench

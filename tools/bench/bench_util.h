@@ -19,6 +19,11 @@ inline double MillisBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID: the scheduler's
+// nanosecond account). getrusage's user/system split is sampled at the tick
+// (4 ms), far too coarse for a 1 ms render; use it only for the kernel share.
+double ThreadCpuMillis();
+
 // Latencies (or any values) with nearest-rank percentiles.
 class Samples {
  public:
