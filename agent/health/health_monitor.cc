@@ -134,18 +134,20 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
     track.last_check = now;
     for (const auto& counter : rule.error_counters) {
       // Device-level on current kernels; under the port on older ones (< ~5.14).
-      // Remember where each counter was found instead of failing a read per poll.
-      std::string& where = track.path[counter.name];
+      // Keep the file where each counter was found, open, instead of failing a
+      // read per poll or walking the path again.
       absl::StatusOr<uint64_t> v = absl::NotFoundError("");
-      if (!where.empty()) v = ReadU64(where);
+      if (auto it = track.file.find(counter.name); it != track.file.end()) {
+        v = it->second.Read();
+        if (!v.ok()) track.file.erase(it);
+      }
       if (!v.ok()) {
-        where.clear();
         for (const std::string& dir :
              {layout_.DeviceHwCountersDir(dev.name), layout_.PortHwCountersDir(dev.name, 1)}) {
-          const std::string candidate = absl::StrCat(dir, "/", counter.name);
-          v = ReadU64(candidate);
+          CounterFile candidate(absl::StrCat(dir, "/", counter.name));
+          v = candidate.Read();
           if (v.ok()) {
-            where = candidate;
+            track.file.emplace(counter.name, std::move(candidate));
             break;
           }
         }

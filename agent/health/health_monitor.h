@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/base/counter_file.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
 #include "agent/inventory/sysfs_layout.h"
@@ -53,8 +54,9 @@ class HealthMonitor {
     std::string last_problem;
   };
   struct EfaTrack {
-    std::map<std::string, uint64_t> last;     // counter -> last value
-    std::map<std::string, std::string> path;  // counter -> file it was found in
+    std::map<std::string, uint64_t> last;  // counter -> last value
+    // counter -> the file it was found in, kept open (one pread per check).
+    std::map<std::string, CounterFile> file;
     absl::Time last_check = absl::InfinitePast();
     absl::Time last_growth = absl::InfinitePast();
     std::string last_problem;

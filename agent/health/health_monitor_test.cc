@@ -1,5 +1,7 @@
 #include "agent/health/health_monitor.h"
 
+#include <filesystem>
+
 #include "agent/discovery/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,6 +90,40 @@ TEST_F(HealthMonitorTest, PortDownAtStartIsUnhealthyInTheFirstView) {
   StartMonitor();
   EXPECT_FALSE(H("mlx5_0").healthy);
   EXPECT_EQ(H("mlx5_0").reason, "port 1 INIT/LinkUp");
+}
+
+// Descriptors of this process open on files under `dir`.
+int OpenFilesUnder(const std::string& dir) {
+  int n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind(dir, 0) == 0) ++n;
+  }
+  return n;
+}
+
+// The error counters are read through descriptors kept open (one pread per
+// check, no path walk): after the first check, every configured counter of
+// every EFA device holds exactly one descriptor, whatever the number of
+// checks, and in-place changes are still seen.
+TEST_F(HealthMonitorTest, EfaCountersStayOpenAcrossChecks) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  StartMonitor();
+  const int per_device = static_cast<int>(DefaultConfig().health.efa.error_counters.size());
+  ASSERT_GT(per_device, 0);
+  EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
+  for (int i = 0; i < 5; ++i) {
+    Advance(absl::Seconds(1));
+    Tick();
+    EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
+  }
+  fs_.SetCounter("rdmap79s0", 0, "cmds_err", 3);
+  Advance(absl::Seconds(1));
+  ASSERT_TRUE(Tick());
+  EXPECT_EQ(H("rdmap79s0").reason, "cmds_err grew by 3 (threshold 1)");
+  EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
 }
 
 TEST_F(HealthMonitorTest, EfaCounterGrowthUnhealthyThenQuietPeriodHealthy) {

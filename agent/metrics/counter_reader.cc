@@ -1,61 +1,15 @@
 #include "agent/metrics/counter_reader.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/counter_file.h"
 #include "agent/base/file_util.h"
 #include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
 namespace {
-
-// Descriptors all CounterReaders may hold together: half of what RLIMIT_NOFILE
-// leaves after a reserve for sockets, inotify and the rest, at most 16384.
-class FdBudget {
- public:
-  static FdBudget& Get() {
-    static FdBudget* b = new FdBudget();
-    return *b;
-  }
-  bool Take() {
-    int64_t held = held_.fetch_add(1, std::memory_order_relaxed);
-    if (held < limit_) return true;
-    held_.fetch_sub(1, std::memory_order_relaxed);
-    return false;
-  }
-  void Give() { held_.fetch_sub(1, std::memory_order_relaxed); }
-
- private:
-  FdBudget() {
-    struct rlimit rl {};
-    int64_t soft = 1024;
-    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-      if (rl.rlim_cur < rl.rlim_max) {
-        // Raising the soft limit to the hard one is always allowed.
-        struct rlimit raised = rl;
-        raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
-        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
-      }
-      soft = rl.rlim_cur == RLIM_INFINITY ? 1048576 : static_cast<int64_t>(rl.rlim_cur);
-    }
-    constexpr int64_t kReserve = 1024;
-    limit_ = std::min<int64_t>(16384, std::max<int64_t>(0, (soft - kReserve) / 2));
-  }
-  std::atomic<int64_t> held_{0};
-  int64_t limit_ = 0;
-};
-
-bool ParseCounter(const char* buf, size_t n, uint64_t* v) {
-  absl::string_view s = absl::StripAsciiWhitespace(absl::string_view(buf, n));
-  return !s.empty() && s.front() != '-' && absl::SimpleAtoi(s, v);
-}
 
 std::string Identity(const RdmaDevice& dev) {
   std::string id = absl::StrCat(dev.uverbs.rel_path, "|", dev.node_guid, "|");
@@ -102,7 +56,7 @@ void CounterReader::CloseAll(Device* d) {
   for (File& f : d->files) {
     if (f.fd >= 0) {
       ::close(f.fd);
-      FdBudget::Get().Give();
+      DescriptorBudget::Get().Give();
     }
   }
   d->files.clear();
@@ -118,10 +72,10 @@ void CounterReader::List(const RdmaDevice& dev, Device* d) {
     for (const std::string& n : *names) {
       if (n == "lifespan") continue;  // a setting, not a counter
       File f{absl::StrCat(dir.dir, "/", n), dir.port, n, dir.pma, -1};
-      if (FdBudget::Get().Take()) {
+      if (DescriptorBudget::Get().Take()) {
         f.fd = files_->Open(f.path);
         if (f.fd < 0) {
-          FdBudget::Get().Give();
+          DescriptorBudget::Get().Give();
           continue;  // gone or unreadable: not a counter we can serve
         }
       }
@@ -143,7 +97,7 @@ absl::StatusOr<uint64_t> CounterReader::ReadOne(File& f) {
   }
   if (n < 0) return absl::UnavailableError(absl::StrCat(f.path, ": read failed"));
   uint64_t v;
-  if (!ParseCounter(buf, static_cast<size_t>(n), &v)) {
+  if (!ParseCounterText(absl::string_view(buf, static_cast<size_t>(n)), &v)) {
     return absl::InvalidArgumentError(absl::StrCat(f.path, ": not a counter"));
   }
   return v;
