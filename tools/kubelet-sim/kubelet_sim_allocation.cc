@@ -238,8 +238,9 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> KubeletSim::Allocate(
   }
   if (response->container_responses_size() == 0) {
     restore_allocated();
-    return absl::InternalError(fmt::format("no containers return in allocation response &{{{}}}",
-                                           response->ShortDebugString()));
+    // The kubelet prints the Go struct (%v); with no container responses
+    // there is nothing else in it. protobuf-lite has no text format.
+    return absl::InternalError("no containers return in allocation response &{[]}");
   }
 
   AllocationRecord record;
