@@ -62,6 +62,8 @@ class HttpServer {
 
   // Renders done so far (tests).
   uint64_t renders() const { return renders_.load(); }
+  // Bytes of the /metrics body held for the cache (0 once it went stale).
+  size_t cached_metrics_bytes();
 
  private:
   struct Conn;

@@ -212,6 +212,23 @@ TEST_F(HttpServerTest, SlowRenderNeitherBlocksProbesNorRunsPerScraper) {
   EXPECT_LE(renders_.load(), 2);  // the first alone, then every one queued behind it
 }
 
+// The cached body lives as long as the cache is good (1 s), not until the
+// next scrape 15-60 s later: 0.25 MiB at 32 devices, 1 MiB at 128.
+TEST_F(HttpServerTest, StaleMetricsBodyIsDroppedNotKeptUntilTheNextScrape) {
+  metrics_body_ = std::string(300 * 1024, '#') + "\n";
+  StartServer({}, absl::Seconds(1));
+  ASSERT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());
+  EXPECT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());  // from the cache
+  EXPECT_EQ(renders_.load(), 1);
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (server_->cached_metrics_bytes() != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(server_->cached_metrics_bytes(), 0u);
+  EXPECT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());
+  EXPECT_EQ(renders_.load(), 2);
+}
+
 TEST_F(HttpServerTest, BadAddressesAreRefused) {
   HttpServer s(HttpHandlers{}, absl::Seconds(1));
   EXPECT_THAT(s.Start("nonsense"), StatusIs(absl::StatusCode::kInvalidArgument));
