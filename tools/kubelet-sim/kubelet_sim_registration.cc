@@ -24,16 +24,12 @@
 
 namespace fabric::sim {
 
-using internal::CleanupPluginDirectory;
 using internal::DialBlocking;
-using internal::IsSocket;
 using internal::IsSupportedVersion;
-using internal::kCheckpointName;
 using internal::kDevicePluginType;
 using internal::kHealthy;
 using internal::kVersion;
 using internal::NewChannel;
-using internal::SortedNatural;
 using internal::SupportedVersions;
 
 // ------------------------------------------------------------- registration
