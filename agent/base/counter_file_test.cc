@@ -4,12 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/test_dirs.h"
 
 namespace fabric {
 namespace {
@@ -34,17 +34,12 @@ int OpenUnder(const std::string& dir) {
 
 class CounterFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/cfXXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
   // In place, as sysfs changes a value (same inode).
   void Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ + "/" + name, std::ios::trunc) << text;
   }
-  std::string dir_;
+  testing::TempDir tmp_{"cf"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(CounterFileTest, ReadsThroughOneKeptDescriptor) {

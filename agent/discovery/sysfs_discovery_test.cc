@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/test_dirs.h"
 
 namespace fabric {
 namespace {
@@ -241,8 +242,7 @@ TEST(DiscoveryTest, TransientErrorClassification) {
 
 // The checked-in sample trees (test/testdata/nodes).
 std::string SampleNode(const std::string& name) {
-  const char* td = std::getenv("FABRIC_TESTDATA");
-  return std::string(td ? td : "test/testdata") + "/nodes/" + name;
+  return testing::TestDataDir() + "/nodes/" + name;
 }
 
 HostPaths SamplePaths(const std::string& name) {

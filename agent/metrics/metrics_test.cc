@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/test_dirs.h"
 
 namespace fabric {
 namespace {
@@ -254,8 +255,7 @@ TEST(MetricsTest, GoldenNamesTypesAndLabels) {
     for (const auto& l : labels[name]) got += " " + l;
     got += "\n";
   }
-  const char* td = std::getenv("FABRIC_TESTDATA");
-  const std::string golden_path = std::string(td ? td : "test/testdata") + "/metrics_golden.txt";
+  const std::string golden_path = testing::TestDataDir() + "/metrics_golden.txt";
   std::ifstream golden_file(golden_path);
   std::stringstream golden;
   golden << golden_file.rdbuf();

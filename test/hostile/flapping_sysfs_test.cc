@@ -161,7 +161,7 @@ TEST(Hostile, FlappingSysfsKeepsServingWithFlatMemoryAndThreads) {
   const int flap_seconds = EnvInt("FABRIC_HOSTILE_FLAP_SECONDS", 60);
   TempDir dir;
   const std::string node = dir.path() + "/node";
-  ASSERT_EQ(Sh("cp -a '" + TestData() + "/nodes/p6-b200.48xlarge' '" + node + "'"), 0);
+  ASSERT_EQ(Sh("cp -a '" + TestDataDir() + "/nodes/p6-b200.48xlarge' '" + node + "'"), 0);
   const auto uverbs = UverbsPaths(node + "/sys");
   ASSERT_EQ(uverbs.size(), 10u);
   // Fast polling so a minute of flapping is many rediscoveries and health

@@ -19,11 +19,6 @@
 
 namespace fabric::hostile {
 
-std::string TestData() {
-  const char* td = std::getenv("FABRIC_TESTDATA");
-  return td ? td : "test/testdata";
-}
-
 std::string AgentBinary() {
   const char* dir = std::getenv("FABRIC_BINARY_DIR");
   return std::string(dir ? dir : ".") + "/agent/daemon/fabric-agent";
@@ -33,18 +28,6 @@ int EnvInt(const char* name, int def) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return def;
   return std::atoi(v);
-}
-
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/fabh-XXXXXX";
-  const char* p = mkdtemp(tmpl);
-  path_ = p ? p : "/tmp";
-}
-
-TempDir::~TempDir() {
-  if (path_ != "/tmp" && std::getenv("FABRIC_HOSTILE_KEEP") == nullptr) {
-    Sh("rm -rf '" + path_ + "'");
-  }
 }
 
 AgentProcess::AgentProcess(std::vector<std::string> args, std::string log_path)

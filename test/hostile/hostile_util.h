@@ -13,27 +13,20 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "test/testing/test_dirs.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
 namespace fabric::hostile {
 
-std::string TestData();
+using testing::TestDataDir;
 std::string AgentBinary();
 // An integer from the environment (for shortening a run by hand), or `def`.
 int EnvInt(const char* name, int def);
 
-// A short temp dir (unix socket paths are limited to 108 bytes), removed at
-// destruction.
-class TempDir {
+// The hostile runs' work dir: /tmp/fabh-XXXXXX, kept when FABRIC_HOSTILE_KEEP is set.
+class TempDir : public testing::TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : testing::TempDir("fabh", "FABRIC_HOSTILE_KEEP") {}
 };
 
 // One look at a process in /proc.

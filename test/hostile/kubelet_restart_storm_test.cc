@@ -91,7 +91,7 @@ struct Live {
 TEST(Hostile, KubeletRestartStormWithConcurrentAllocates) {
   const int restarts = EnvInt("FABRIC_HOSTILE_RESTARTS", 100);
   TempDir dir;
-  const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
+  const std::string node = TestDataDir() + "/nodes/p6-b200.48xlarge";
   const auto uverbs = UverbsPaths(node + "/sys");
   ASSERT_EQ(uverbs.size(), 10u);
   sim::KubeletSim kubelet(dir.path(), RealisticKubelet());

@@ -71,7 +71,7 @@ std::vector<std::string> BadConfigs() {
 TEST(Hostile, SighupStormNeverReplacesAGoodConfigWithABadOne) {
   const int rounds = EnvInt("FABRIC_HOSTILE_SIGHUP_ROUNDS", 20);
   TempDir dir;
-  const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
+  const std::string node = TestDataDir() + "/nodes/p6-b200.48xlarge";
   const std::string cfg = dir.path() + "/config.yaml";
   ASSERT_TRUE(WriteAtomic(cfg, kConfigA));
   sim::KubeletSim kubelet(dir.path(), RealisticKubelet());

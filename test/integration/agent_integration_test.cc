@@ -18,6 +18,7 @@
 #include "agent/podresources/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/integration/integration_util.h"
 #include "test/testing/fake_sysfs.h"
 #include "test/testing/netns_fake_sysfs.h"
 #include "test/testing/status_matchers.h"
@@ -31,47 +32,14 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
 
-constexpr char kEfa[] = "vpc.amazonaws.com/efa";
-constexpr char kRdma[] = "device.gpustack.ai/rdma";
-constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
-constexpr char kPartitioned[] = "device.gpustack.ai/rdma.partitioned";
-
-std::string TestData() {
-  const char* td = std::getenv("FABRIC_TESTDATA");
-  return td ? td : "test/testdata";
-}
-
-// A short temp dir (unix socket paths are limited to 108 bytes).
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/fab-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-AgentOptions SampleNodeOptions(const std::string& node, const std::string& kubelet_root) {
-  AgentOptions o;
-  o.paths.sysfs_root = TestData() + "/nodes/" + node + "/sys";
-  o.paths.dev_root = TestData() + "/nodes/" + node + "/dev";
-  o.paths.kubelet_root = kubelet_root;
-  o.registration = RegistrationMode::kKubelet;
-  return o;
-}
-
-bool AllRegistered(const sim::KubeletSim& k, size_t n) {
-  return k.Resources().size() == n && [&] {
-    for (const auto& r : k.Resources()) {
-      if (k.ListAndWatchMessages(r) == 0) return false;
-    }
-    return true;
-  }();
-}
+using integration::AllRegistered;
+using integration::kEfa;
+using integration::kPartitioned;
+using integration::kRdma;
+using integration::kShared;
+using integration::SampleNodeOptions;
+using testing::TempDir;
+using testing::TestDataDir;
 
 TEST(AgentIntegrationTest, P5AdvertisesThirtyTwoEfaOnTwoNumaNodesAndEmptyRdmaPools) {
   TempDir dir;
@@ -373,7 +341,7 @@ TEST(AgentBinaryTest, SigtermRemovesSocketsAndExitsZero) {
   TempDir dir;
   sim::KubeletSim kubelet(dir.path());
   ASSERT_OK(kubelet.Start());
-  const std::string node = TestData() + "/nodes/p5.48xlarge";
+  const std::string node = TestDataDir() + "/nodes/p5.48xlarge";
   pid_t pid = fork();
   if (pid == 0) {
     execl(agent_bin.c_str(), agent_bin.c_str(), ("--sysfs-root=" + node + "/sys").c_str(),
@@ -680,7 +648,7 @@ TEST(AgentBinaryTest, SighupReloadsGoodConfigAndRejectsBadOne) {
   std::ofstream(cfg) << efa_pool;
   sim::KubeletSim kubelet(dir.path());
   ASSERT_OK(kubelet.Start());
-  const std::string node = TestData() + "/nodes/p6-b200.48xlarge";
+  const std::string node = TestDataDir() + "/nodes/p6-b200.48xlarge";
   const std::string log = dir.path() + "/agent.log";
   pid_t pid = fork();
   if (pid == 0) {

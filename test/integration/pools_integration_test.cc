@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/integration/integration_util.h"
 #include "test/testing/status_matchers.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
@@ -24,46 +25,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kEfa[] = "vpc.amazonaws.com/efa";
-constexpr char kRdma[] = "device.gpustack.ai/rdma";
-constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
-
-std::string TestData() {
-  const char* td = std::getenv("FABRIC_TESTDATA");
-  return td ? td : "test/testdata";
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/fabp-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-bool AllRegistered(const sim::KubeletSim& k, size_t n) {
-  if (k.Resources().size() != n) return false;
-  for (const auto& r : k.Resources()) {
-    if (k.ListAndWatchMessages(r) == 0) return false;
-  }
-  return true;
-}
+using integration::AllRegistered;
+using integration::kEfa;
+using integration::kRdma;
+using integration::kShared;
+using integration::SampleNodeOptions;
+using testing::TempDir;
 
 class PoolsIntegrationTest : public ::testing::Test {
  protected:
   AgentOptions Options(const std::string& node) {
-    AgentOptions o;
-    o.paths.sysfs_root = TestData() + "/nodes/" + node + "/sys";
-    o.paths.dev_root = TestData() + "/nodes/" + node + "/dev";
-    o.paths.kubelet_root = dir_.path();
+    AgentOptions o = SampleNodeOptions(node, dir_.path());
     o.paths.cdi_dir = dir_.path() + "/cdi";
     o.paths.state_dir = dir_.path() + "/state";
-    o.registration = RegistrationMode::kKubelet;
     o.podresources_interval = absl::Milliseconds(200);
     return o;
   }
