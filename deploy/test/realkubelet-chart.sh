@@ -130,19 +130,7 @@ result "registers 4 resources with the real kubelet; efa 32 in its checkpoint (g
 # hostNetwork: the grant alone, no CNI. (A Pod with fabric devices in its own
 # netns also needs the agent's CNI ADD, which reads the RDMA netns mode over
 # NETLINK_RDMA: that needs ib_core in the kernel, which this machine lacks.)
-cat <<EOF | run_static_pod wl
-apiVersion: v1
-kind: Pod
-metadata: {name: wl, namespace: default}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: docker.io/local/busybox:rk
-      command: ["/bin/sh", "-c", "sleep 100000"]
-      resources: {limits: {vpc.amazonaws.com/efa: 2}}
-EOF
+mkpod wl "vpc.amazonaws.com/efa=2" true | run_static_pod wl
 wait_container_running wl c 90
 rc=$?
 ids=$(checkpoint | jq -r --arg u "$(pod_uid wl)" '[.Data.PodDeviceEntries[]? | select(.PodUID == $u) | .DeviceIDs | if type == "object" then [.[][]] else . end | .[]] | join(",")')
@@ -152,17 +140,7 @@ env_devs=$(pexec wl c env 2>&1 | grep '^FABRIC' | head -2 | paste -sd' ')
 result "workload Pod (efa: 2) runs with its devices: $ids -> /dev/infiniband: $devs ${env_devs}" $?
 
 # ---- the CNI part: the runtime calls the installed fabric-cni for the next Pod ---------------------------
-cat <<EOF | run_static_pod wlnet
-apiVersion: v1
-kind: Pod
-metadata: {name: wlnet, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: docker.io/local/busybox:rk
-      command: ["/bin/sh", "-c", "sleep 100000"]
-EOF
+mkpod wlnet "" false | run_static_pod wlnet
 wait_container_running wlnet c 90
 rc=$?
 ip=$(pod_json wlnet | jq -r '.status.podIP // empty')
@@ -175,18 +153,7 @@ result "install-cni put fabric-cni in containerd's bin dir; the next Pod's sandb
 # the agent in the chart's Pod (over /var/run/fabric-agent/agent.sock). An
 # EFA-only Pod needs nothing moved, so the agent admits it even though this
 # kernel has no RDMA netlink (no ib_core), and records its attribution.
-cat <<EOF | run_static_pod wlefa
-apiVersion: v1
-kind: Pod
-metadata: {name: wlefa, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: docker.io/local/busybox:rk
-      command: ["/bin/sh", "-c", "sleep 100000"]
-      resources: {limits: {vpc.amazonaws.com/efa: 1}}
-EOF
+mkpod wlefa "vpc.amazonaws.com/efa=1" false | run_static_pod wlefa
 wait_container_running wlefa c 90
 rc=$?
 ip=$(pod_json wlefa | jq -r '.status.podIP // empty')

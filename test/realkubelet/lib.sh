@@ -410,6 +410,30 @@ build_busybox_image() {  # OUT [REF] [FILE...]
 import_image() { ctr_k8s images import --no-unpack=false "$1" >/dev/null; }
 
 # ---- static Pods -------------------------------------------------------------------------------------
+# A busybox Pod manifest (the image build_busybox_image imports). mkpod NAME "RES=N RES=N" [hostnet=true|false] [hostpath_ib=0|1] [CMD]
+mkpod() {
+  local name=$1 res=$2 hostnet=${3:-true} hostpath=${4:-0} cmd=${5:-sleep 100000}
+  local limits="" r
+  for r in $res; do limits+="          ${r%%=*}: ${r##*=}"$'\n'; done
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: default
+spec:
+  hostNetwork: $hostnet
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: docker.io/local/busybox:rk
+      imagePullPolicy: Never
+      command: ["/bin/sh", "-c", "$cmd"]
+$(if [[ -n $limits ]]; then printf '      resources:\n        limits:\n%s' "$limits"; fi)
+$(if [[ $hostpath == 1 ]]; then printf '      volumeMounts:\n        - {name: ib, mountPath: /dev/infiniband}\n'; fi)
+$(if [[ $hostpath == 1 ]]; then printf '  volumes:\n    - name: ib\n      hostPath: {path: /dev/infiniband, type: Directory}\n'; fi)
+EOF
+}
 run_static_pod() { cat >"$RK_MANIFESTS/.$1.tmp" && mv "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/$1.yaml"; }
 
 rk_kubelet_pods() { in_ns curl -sk -m 5 "https://127.0.0.1:10250/pods" 2>/dev/null; }

@@ -133,30 +133,6 @@ rdma_devices() { local d; for d in "$TREE"/sys/class/infiniband/*; do
   [[ $(cat "$d/device/vendor" 2>/dev/null) != 0x1d0f ]] && basename "$d"; done; }
 # Seconds (float) of a klog line's time of day: "I1201 13:55:01.123456 ..."
 klog_secs() { awk '{split($2, t, ":"); printf "%.6f\n", t[1] * 3600 + t[2] * 60 + t[3]}'; }
-# A Pod manifest. mkpod NAME "RES=N RES=N" [hostnet=true|false] [hostpath_ib=0|1] [CMD]
-mkpod() {
-  local name=$1 res=$2 hostnet=${3:-true} hostpath=${4:-0} cmd=${5:-sleep 100000}
-  local limits="" r
-  for r in $res; do limits+="          ${r%%=*}: ${r##*=}"$'\n'; done
-  cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $name
-  namespace: default
-spec:
-  hostNetwork: $hostnet
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: docker.io/local/busybox:rk
-      imagePullPolicy: Never
-      command: ["/bin/sh", "-c", "$cmd"]
-$(if [[ -n $limits ]]; then printf '      resources:\n        limits:\n%s' "$limits"; fi)
-$(if [[ $hostpath == 1 ]]; then printf '      volumeMounts:\n        - {name: ib, mountPath: /dev/infiniband}\n'; fi)
-$(if [[ $hostpath == 1 ]]; then printf '  volumes:\n    - name: ib\n      hostPath: {path: /dev/infiniband, type: Directory}\n'; fi)
-EOF
-}
 # fabricctl check -o json inside a container; prints the JSON, returns fabricctl's exit code.
 check_in() { pod_exec "$1" c /opt/fabric/fabricctl check -o json; }
 # The container's device cgroup entries for the fake node's devices only (sorted "c maj:min rw").
