@@ -172,11 +172,7 @@ TEST(Hostile, FlappingSysfsKeepsServingWithFlatMemoryAndThreads) {
                           "  efa: {checkIntervalMs: 50, quietPeriodMs: 500}\n"));
   sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
-  AgentProcess agent(
-      {"--config=" + cfg, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
-       "--kubelet-root=" + dir.path(), "--registration=kubelet", "--write-cdi=false",
-       "--state-dir=" + dir.path() + "/state"},
-      dir.path() + "/agent.log");
+  AgentProcess agent(AgentArgs(node, dir.path(), cfg), dir.path() + "/agent.log");
   ASSERT_OK(agent.Start());
   auto all_healthy = [&] {
     int healthy = 0;

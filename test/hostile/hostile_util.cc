@@ -30,6 +30,18 @@ int EnvInt(const char* name, int def) {
   return std::atoi(v);
 }
 
+std::vector<std::string> AgentArgs(const std::string& node, const std::string& work,
+                                   const std::string& config) {
+  std::vector<std::string> args = {"--sysfs-root=" + node + "/sys",
+                                   "--dev-root=" + node + "/dev",
+                                   "--kubelet-root=" + work,
+                                   "--registration=kubelet",
+                                   "--write-cdi=false",
+                                   "--state-dir=" + work + "/state"};
+  if (!config.empty()) args.insert(args.begin(), "--config=" + config);
+  return args;
+}
+
 AgentProcess::AgentProcess(std::vector<std::string> args, std::string log_path)
     : args_(std::move(args)), log_path_(std::move(log_path)) {}
 

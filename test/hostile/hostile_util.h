@@ -37,6 +37,12 @@ struct ProcSample {
   int fds = -1;
 };
 
+// fabric-agent's flags for a hostile run: the node tree `node` (sys/, dev/),
+// the simulated kubelet and the agent's state under `work`, no CDI files,
+// and `--config` when `config` is not empty.
+std::vector<std::string> AgentArgs(const std::string& node, const std::string& work,
+                                   const std::string& config = "");
+
 // fabric-agent as a child process with stdout+stderr in a log file.
 class AgentProcess {
  public:

@@ -96,10 +96,7 @@ TEST(Hostile, KubeletRestartStormWithConcurrentAllocates) {
   ASSERT_EQ(uverbs.size(), 10u);
   sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
-  AgentProcess agent({"--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
-                      "--kubelet-root=" + dir.path(), "--registration=kubelet", "--write-cdi=false",
-                      "--state-dir=" + dir.path() + "/state"},
-                     dir.path() + "/agent.log");
+  AgentProcess agent(AgentArgs(node, dir.path()), dir.path() + "/agent.log");
   ASSERT_OK(agent.Start());
   const std::vector<std::string> pools = {kEfa, kRdma, kShared, kPartitioned};
   auto all_listed = [&] {

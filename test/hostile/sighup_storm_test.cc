@@ -76,11 +76,7 @@ TEST(Hostile, SighupStormNeverReplacesAGoodConfigWithABadOne) {
   ASSERT_TRUE(WriteAtomic(cfg, kConfigA));
   sim::KubeletSim kubelet(dir.path(), RealisticKubelet());
   ASSERT_OK(kubelet.Start());
-  AgentProcess agent(
-      {"--config=" + cfg, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
-       "--kubelet-root=" + dir.path(), "--registration=kubelet", "--write-cdi=false",
-       "--state-dir=" + dir.path() + "/state"},
-      dir.path() + "/agent.log");
+  AgentProcess agent(AgentArgs(node, dir.path(), cfg), dir.path() + "/agent.log");
   ASSERT_OK(agent.Start());
   auto serving = [&](const std::string& resource, size_t n) {
     return !kubelet.EndpointStopped(resource) && kubelet.Devices(resource).size() == n;
