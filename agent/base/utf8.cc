@@ -9,7 +9,7 @@ namespace {
 
 // Length of the well-formed sequence at s[i], or 0 if it is ill-formed
 // (Unicode 15, table 3-7).
-size_t SequenceLength(std::string_view s, size_t i) {
+size_t SequenceLength(absl::string_view s, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
   const uint8_t b0 = byte(i);
   if (b0 < 0x80) return 1;
@@ -38,7 +38,7 @@ size_t SequenceLength(std::string_view s, size_t i) {
 
 }  // namespace
 
-bool IsValidUtf8(std::string_view s) {
+bool IsValidUtf8(absl::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const size_t n = SequenceLength(s, i);
     if (n == 0) return false;
@@ -47,7 +47,7 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-std::string SanitizeUtf8(std::string_view s) {
+std::string SanitizeUtf8(absl::string_view s) {
   if (IsValidUtf8(s)) return std::string(s);
   std::string out;
   out.reserve(s.size() + 8);
@@ -57,14 +57,14 @@ std::string SanitizeUtf8(std::string_view s) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       ++i;
     } else {
-      out.append(s.substr(i, n));
+      out.append(s.data() + i, n);
       i += n;
     }
   }
   return out;
 }
 
-std::string EscapeBytes(std::string_view s, size_t max_len) {
+std::string EscapeBytes(absl::string_view s, size_t max_len) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < s.size() && i < max_len; ++i) {
@@ -81,7 +81,7 @@ std::string EscapeBytes(std::string_view s, size_t max_len) {
   return out;
 }
 
-absl::Status CheckExternalName(std::string_view what, std::string_view s, size_t max_len) {
+absl::Status CheckExternalName(absl::string_view what, absl::string_view s, size_t max_len) {
   if (s.size() > max_len) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is ", s.size(), " bytes, longer than ", max_len));
