@@ -29,3 +29,23 @@ function(fabric_cc_test)
   set_tests_properties(${A_NAME} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
     ENVIRONMENT "FABRIC_TESTDATA=${PROJECT_SOURCE_DIR}/test/testdata;FABRIC_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endfunction()
+
+# fabric_fuzz_target(NAME n SRCS ... [DEPS ...])
+# A libFuzzer binary (LLVMFuzzerTestOneInput), built only with FABRIC_FUZZ=ON
+# (clang; libraries are compiled with -fsanitize=fuzzer-no-link plus ASan and
+# UBSan). Added to the `fuzz` target; test/fuzz/run.sh runs each on a copy of
+# test/fuzz/corpus/<n>/.
+function(fabric_fuzz_target)
+  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
+  if(NOT FABRIC_FUZZ)
+    return()
+  endif()
+  add_executable(${A_NAME} ${A_SRCS})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
+  target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_options(${A_NAME} PRIVATE -fsanitize=fuzzer)
+  if(NOT TARGET fuzz)
+    add_custom_target(fuzz)
+  endif()
+  add_dependencies(fuzz ${A_NAME})
+endfunction()

@@ -1,7 +1,7 @@
 // Deterministic mutation fuzzing of the stdin/env parser, run in ctest: every
 // mutated input must yield either an invocation or a CNI error with a known
 // code, and whatever we would print must be a single valid JSON document.
-// (cni_config_fuzzer.cc is the libFuzzer twin, built when clang is present.)
+// (test/fuzz/cni_config_fuzzer.cc is the libFuzzer twin, built with FABRIC_FUZZ=ON.)
 #include <gtest/gtest.h>
 
 #include <random>
