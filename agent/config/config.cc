@@ -23,15 +23,25 @@ absl::Status KeyError(const std::string& source, const std::string& key, const s
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", key, ": ", what));
 }
 
-// Rejects keys not in `known`, naming the first unknown one.
+// A key given twice in one mapping: yaml-cpp keeps both entries and
+// node[key] reads the first, so the second would be silently ignored.
+absl::Status DuplicateKey(const std::string& source, const std::string& path) {
+  return KeyError(source, path, "duplicate key");
+}
+
+// Rejects keys not in `known`, naming the first unknown one, and keys given
+// twice.
 absl::Status CheckKeys(const YAML::Node& map, const std::set<std::string>& known,
                        const std::string& source, const std::string& where) {
+  std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     std::string key = it->first.as<std::string>();
+    const std::string path = where.empty() ? key : absl::StrCat(where, ".", key);
     if (!known.count(key)) {
-      return KeyError(source, where.empty() ? key : absl::StrCat(where, ".", key),
+      return KeyError(source, path,
                       absl::StrCat("unknown key (known keys: ", absl::StrJoin(known, ", "), ")"));
     }
+    if (!seen.insert(key).second) return DuplicateKey(source, path);
   }
   return absl::OkStatus();
 }
@@ -214,12 +224,14 @@ absl::Status ParseHealth(const YAML::Node& node, const std::string& source, Heal
                         "expected a mapping of counter name to threshold");
       }
       out->efa.error_counters.clear();
+      std::set<std::string> seen;
       for (auto it = counters.begin(); it != counters.end(); ++it) {
         std::string name = it->first.as<std::string>();
         const std::string key = "health.efa.errorCounters." + name;
         if (name.empty() || name.find('/') != std::string::npos) {
           return KeyError(source, key, "not a counter file name");
         }
+        if (!seen.insert(name).second) return DuplicateKey(source, key);
         FABRIC_ASSIGN_OR_RETURN(int64_t t, Int(it->second, source, key, 1, INT64_MAX));
         out->efa.error_counters.push_back({name, static_cast<uint64_t>(t)});
       }

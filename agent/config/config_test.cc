@@ -109,7 +109,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "duplicate"},
         BadCase{"pools: [{name: a.com/x, selector: {}]", "not valid YAML"},
         BadCase{"health: {efa: {errorCounters: {cmds_err: 0}}}",
-                "health.efa.errorCounters.cmds_err"}));
+                "health.efa.errorCounters.cmds_err"},
+        // A key given twice: yaml-cpp keeps both and node[key] reads the
+        // first, so the second would be silently ignored (found by
+        // test/fuzz/config_fuzzer).
+        BadCase{"pools: []\npools: [{name: a.com/x, selector: {}}]", "pools: duplicate key"},
+        BadCase{"pools: [{name: a.com/x, selector: {isVF: true, isVF: false}}]",
+                "pools[0].selector.isVF: duplicate key"},
+        BadCase{"health: {efa: {errorCounters: {cmds_err: 1, cmds_err: 5}}}",
+                "health.efa.errorCounters.cmds_err: duplicate key"}));
 
 TEST(ResourceNameTest, KubeletRules) {
   EXPECT_OK(ValidateResourceName("vpc.amazonaws.com/efa"));
