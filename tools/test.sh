@@ -4,7 +4,9 @@
 #   1. style gate (clang-format),
 #   2. unit + integration tests (ctest), then the hostile black-box tests
 #      (test/hostile/run.sh, about 3 minutes),
-#   3. the same under ASan/UBSan, and the threaded parts under TSan,
+#   3. the same under ASan/UBSan, and the threaded parts under TSan; then
+#      every parser of outside bytes under libFuzzer (clang, ASan+UBSan,
+#      20 s per target, test/fuzz),
 #   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
 #      and run as the chart renders it (podman; the real kubelet),
 #   5. the real kubelet (v1.20.2, built once and cached) with containerd and runc
@@ -12,7 +14,8 @@
 #      cannot be had),
 #   6. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
 #      where the VM cannot boot).
-# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_IMAGE_TEST=0 skips the image,
+# Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_FUZZ=0 the fuzz part of it,
+# FUZZ_SECONDS=n the time per fuzz target, FABRIC_IMAGE_TEST=0 skips the image,
 # FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0 skips 6, JOBS=n.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +101,27 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
     record $? "ctest (tsan)"
   else
     record 1 "build (tsan)"
+  fi
+
+  if [ "${FABRIC_FUZZ:-1}" != 0 ]; then
+    step "fuzz: libFuzzer on every parser of outside bytes (clang, ASan+UBSan)"
+    # Its own clang build dir, the fuzz targets and their libraries only.
+    clangxx=$(command -v clang++-14 || command -v clang++ || true)
+    clangcc=$(command -v clang-14 || command -v clang || true)
+    if [ -z "$clangxx" ] || [ -z "$clangcc" ]; then
+      echo "fuzz: skipped: no clang++ (install-deps.sh test installs clang)"
+    elif [ ! -f "$("$clangxx" -print-runtime-dir)/libclang_rt.fuzzer-$(uname -m).a" ]; then
+      echo "fuzz: skipped: no libFuzzer runtime for $clangxx (libclang-rt-14-dev)"
+    else
+      mkdir -p "$OUT/fuzz"
+      if CC=$clangcc CXX=$clangxx configure "$OUT/fuzz" -O1 -DFABRIC_FUZZ=ON -DFABRIC_BUILD_TESTS=OFF && \
+         cmake --build "$OUT/fuzz" -j"$JOBS" --target fuzz; then
+        JOBS=$JOBS test/fuzz/run.sh "$OUT/fuzz" "$OUT/fuzz-run"
+        record $? "fuzz"
+      else
+        record 1 "build (fuzz)"
+      fi
+    fi
   fi
 fi
 
