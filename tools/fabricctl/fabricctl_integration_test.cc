@@ -33,9 +33,10 @@ struct RunResult {
 };
 
 struct RunOptions {
-  bool as_nobody = false;         // drop to uid/gid 65534 (when root)
-  std::optional<rlim_t> memlock;  // RLIMIT_MEMLOCK (soft and hard) for the child
-  bool drop_ipc_lock = false;     // remove CAP_IPC_LOCK from the child
+  bool as_nobody = false;                 // drop to uid/gid 65534 (when root)
+  std::optional<rlim_t> memlock;          // RLIMIT_MEMLOCK (soft and hard) for the child
+  bool drop_ipc_lock = false;             // remove CAP_IPC_LOCK from the child
+  std::string binary = FABRICCTL_BINARY;  // what to exec
 };
 
 std::string Slurp(const std::string& path) {
@@ -74,7 +75,7 @@ RunResult RunFabricctl(const std::vector<std::string>& args, const RunOptions& o
       }
     }
     std::vector<char*> argv;
-    std::string bin = FABRICCTL_BINARY;
+    std::string bin = opt.binary;
     argv.push_back(bin.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());
@@ -238,6 +239,14 @@ TEST_F(FabricctlCheckTest, NotGrantedWithRealEacces) {
   Node("uverbs1", 0000);
   RunOptions unprivileged;
   unprivileged.as_nobody = true;
+  // nobody must reach the binary too, and the build tree may lie where it
+  // cannot (a clone in /root, mode 0700 on Debian): run a copy from root_.
+  unprivileged.binary = root_ + "/fabricctl";
+  std::error_code ec;
+  std::filesystem::copy_file(FABRICCTL_BINARY, unprivileged.binary, ec);
+  if (ec || chmod(unprivileged.binary.c_str(), 0755) != 0) {
+    GTEST_SKIP() << "cannot copy fabricctl into " << root_ << " for nobody: " << ec.message();
+  }
   RunResult r = RunFabricctl(Check({"--provider", "efa"}), unprivileged);
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   auto j = ParseJson(r);
