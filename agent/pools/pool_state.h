@@ -34,9 +34,13 @@ class PoolSubscriber {
   virtual void Close() = 0;
 };
 
-// Counters exported as metrics.
+// Counters exported as metrics. Each only ever grows: an Allocate counts in
+// allocate_calls when it starts and in exactly one of allocate_ok and
+// allocate_errors when it completes (so ok is never derived as calls - errors,
+// which a reader between the two would see go down, or wrap).
 struct PoolStats {
   std::atomic<uint64_t> allocate_calls{0};
+  std::atomic<uint64_t> allocate_ok{0};
   std::atomic<uint64_t> allocate_errors{0};
   std::atomic<uint64_t> preferred_calls{0};
   std::atomic<uint64_t> list_and_watch_messages{0};

@@ -43,9 +43,8 @@ MetricsInput BuildMetricsInput(const StatusInput& in) {
       pm.registration_mode = r->mode;
     }
     PoolStats& stats = p.state->stats();
-    const uint64_t calls = stats.allocate_calls.load();
+    pm.allocate_ok = stats.allocate_ok.load();  // counted at completion, never derived
     pm.allocate_error = stats.allocate_errors.load();
-    pm.allocate_ok = calls - pm.allocate_error;
     pm.allocate_latency = stats.allocate_latency.Read();
     m.pools.push_back(std::move(pm));
   }

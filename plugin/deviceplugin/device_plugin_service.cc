@@ -177,6 +177,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     pool_->stats().allocate_errors++;
     resp->Clear();
     LogWarn(Component::kPlugin, "Allocate refused: {}", status.error_message());
+    pool_->stats().allocate_ok++;
   } else {
     std::string ids;
     for (const auto& c : req->container_requests()) {
