@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/errors.h"
 #include "agent/base/logging.h"
+#include "agent/metrics/http_request.h"
 
 namespace fabric {
 namespace {
@@ -295,19 +296,17 @@ void HttpServer::Loop() {
     }
   };
   auto route = [&](uint64_t id, Conn& c, size_t head_end) {
-    const std::string line = c.in.substr(0, c.in.find("\r\n"));
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (parts.size() != 3 || parts[2].rfind("HTTP/1.", 0) != 0) {
+    const HttpRequestHead req = ParseRequestHead(absl::string_view(c.in).substr(0, head_end));
+    c.head_only = req.head_only;
+    if (req.status == 400) {
       respond(c, 400, kText, Body("bad request\n"));
       return;
     }
-    (void)head_end;
-    c.head_only = parts[0] == "HEAD";
-    if (parts[0] != "GET" && parts[0] != "HEAD") {
+    if (req.status == 405) {
       respond(c, 405, kText, Body("only GET and HEAD\n"));
       return;
     }
-    const std::string path = parts[1].substr(0, parts[1].find('?'));
+    const std::string& path = req.path;
     if (path == "/healthz") {
       respond(c, 200, kText, Body("ok\n"));
     } else if (path == "/metrics") {

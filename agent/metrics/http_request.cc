@@ -1,0 +1,25 @@
+#include "agent/metrics/http_request.h"
+
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+
+namespace fabric {
+
+HttpRequestHead ParseRequestHead(absl::string_view head) {
+  HttpRequestHead out;
+  const absl::string_view line = head.substr(0, head.find("\r\n"));
+  std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) return out;
+  out.head_only = parts[0] == "HEAD";
+  if (parts[0] != "GET" && !out.head_only) {
+    out.status = 405;
+    return out;
+  }
+  out.status = 0;
+  out.path = std::string(parts[1].substr(0, parts[1].find('?')));
+  return out;
+}
+
+}  // namespace fabric

@@ -1,0 +1,27 @@
+// The request line of an HTTP/1.x request head, as the agent's HTTP server
+// (http_server.h) reads it: a pure function of the bytes a client sent, so it
+// is fuzzed on its own (test/fuzz/http_request_fuzzer.cc).
+#ifndef FABRIC_AGENT_METRICS_HTTP_REQUEST_H_
+#define FABRIC_AGENT_METRICS_HTTP_REQUEST_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace fabric {
+
+struct HttpRequestHead {
+  // 0: a GET or HEAD to route by `path`; otherwise the status to answer:
+  // 400 (not "<method> <target> HTTP/1.x") or 405 (another method).
+  int status = 400;
+  bool head_only = false;  // HEAD: answer without the body
+  std::string path;        // the request target up to '?' (status 0 only)
+};
+
+// `head`: the request head without its final "\r\n\r\n" (more bytes after
+// the request line are ignored: the server reads no header).
+HttpRequestHead ParseRequestHead(absl::string_view head);
+
+}  // namespace fabric
+
+#endif  // FABRIC_AGENT_METRICS_HTTP_REQUEST_H_

@@ -1,0 +1,33 @@
+#include "agent/metrics/http_request.h"
+
+#include "gtest/gtest.h"
+
+namespace fabric {
+namespace {
+
+TEST(ParseRequestHeadTest, GetAndHeadAreRoutedByPathWithoutQuery) {
+  HttpRequestHead r = ParseRequestHead("GET /metrics?x=1 HTTP/1.1\r\nHost: a");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_FALSE(r.head_only);
+  EXPECT_EQ(r.path, "/metrics");
+  r = ParseRequestHead("HEAD /healthz HTTP/1.0");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(r.head_only);
+  EXPECT_EQ(r.path, "/healthz");
+}
+
+TEST(ParseRequestHeadTest, OtherMethodsAre405) {
+  HttpRequestHead r = ParseRequestHead("POST /metrics HTTP/1.1");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_FALSE(r.head_only);
+}
+
+TEST(ParseRequestHeadTest, AnythingElseIs400) {
+  for (const char* head : {"", "GET /metrics", "GET /metrics HTTP/2", "GET  /a b HTTP/1.1",
+                           "\r\nGET /metrics HTTP/1.1", "GET /metrics HTTP/1.1 x"}) {
+    EXPECT_EQ(ParseRequestHead(head).status, 400) << head;
+  }
+}
+
+}  // namespace
+}  // namespace fabric
