@@ -18,6 +18,10 @@ struct PodDevices {
   std::string container;
   std::string resource;
   std::vector<std::string> device_ids;
+  // The Pod's UID where known: the kubelet checkpoint names Pods only by UID
+  // (ns and pod are then empty until a List entry is matched to it); the v1
+  // List API has no UID.
+  std::string pod_uid;
 
   bool operator==(const PodDevices&) const = default;
 };

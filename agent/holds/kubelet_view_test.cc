@@ -1,0 +1,45 @@
+#include "agent/holds/kubelet_view.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fabric::holds {
+namespace {
+
+using podresources::PodDevices;
+using ::testing::ElementsAre;
+
+constexpr char kEfa[] = "vpc.amazonaws.com/efa";
+constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
+
+TEST(KubeletViewTest, InitContainersOfAListedPodTakeItsName) {
+  std::vector<PodDevices> listed = {{"ns", "p", "c", kEfa, {"efa0", "efa1"}}};
+  std::vector<PodDevices> ckpt = {{"", "", "c", kEfa, {"efa1", "efa0"}, "uid-p"},
+                                  {"", "", "init", kShared, {"mlx5_0.t0"}, "uid-p"}};
+  auto joined = JoinListAndCheckpoint(listed, ckpt);
+  ASSERT_EQ(joined.size(), 2u);
+  EXPECT_EQ(joined[0].pod_uid, "uid-p") << "the listed entry learns its UID";
+  EXPECT_THAT(joined[0].device_ids, ElementsAre("efa0", "efa1"));
+  EXPECT_EQ(joined[1].ns, "ns");
+  EXPECT_EQ(joined[1].pod, "p");
+  EXPECT_EQ(joined[1].container, "init");
+}
+
+TEST(KubeletViewTest, CheckpointPodsTheListDoesNotShowStayByUid) {
+  // Right after a kubelet restart: List is empty, the checkpoint is not.
+  auto joined = JoinListAndCheckpoint({}, {{"", "", "c", kShared, {"mlx5_0.t3"}, "uid-q"}});
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_TRUE(joined[0].pod.empty());
+  EXPECT_EQ(joined[0].pod_uid, "uid-q");
+}
+
+TEST(KubeletViewTest, ListEntriesTheCheckpointLacksAreKept) {
+  // A checkpoint written before the last allocation (or none at all).
+  auto joined = JoinListAndCheckpoint({{"ns", "p", "c", kEfa, {"efa0"}}}, {});
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0].pod, "p");
+  EXPECT_TRUE(joined[0].pod_uid.empty());
+}
+
+}  // namespace
+}  // namespace fabric::holds
