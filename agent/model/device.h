@@ -94,10 +94,13 @@ struct NodeInventory {
   const RdmaDevice* Find(const std::string& name) const;
 };
 
-// One container's hold on one device, as the kubelet's PodResources reports
-// it (deduplicated by device). Ordered so a list of holds compares by content.
+// One container's hold on one device, as the kubelet reports it (PodResources
+// List joined with its checkpoint; deduplicated by device). A hold known only
+// from the checkpoint (a Pod the List does not show) has ns and pod empty and
+// pod_uid set. Ordered so a list of holds compares by content.
 struct PodDeviceHold {
   std::string ns, pod, container, resource, device;
+  std::string pod_uid;  // where the checkpoint gave it
   bool operator==(const PodDeviceHold&) const = default;
   auto operator<=>(const PodDeviceHold&) const = default;
 };

@@ -78,55 +78,95 @@ void PoolRegistry::SetNode(const NodeInventory& inventory,
     }
     node_.inventory = inventory;
     node_.health = health;
+    const absl::Time now = options_.clock();
+    for (const auto& [name, dev] : node_.known) {
+      if (inventory.Find(name) == nullptr) {
+        gone_since_.emplace(name, now);
+      } else {
+        gone_since_.erase(name);
+      }
+    }
+    ForgetRemovedLocked(now);
     RefreshLocked();
   }
   Notify(true, false);
 }
 
-bool PoolRegistry::SetHolds(const std::vector<podresources::PodDevices>& list,
-                            absl::Time listed_at) {
+bool PoolRegistry::SetHolds(const holds::KubeletView& view) {
   bool changed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<PodDeviceHold> holds;
-    std::map<std::string, uint64_t> allocated;
     std::set<std::pair<std::string, std::string>> seen;  // (resource, id)
-    for (const podresources::PodDevices& entry : list) {
+    for (const podresources::PodDevices& entry : view.entries) {
       auto pool = pools_.find(entry.resource);
       if (pool == pools_.end()) continue;
       auto snap = pool->second->snapshot();
       for (const std::string& id : entry.device_ids) {
         const PoolUnit* unit = snap->FindUnit(id);
         if (unit == nullptr) continue;
-        allocated[entry.resource]++;
         seen.insert({entry.resource, id});
-        holds.push_back({entry.ns, entry.pod, entry.container, entry.resource, unit->device});
+        holds.push_back(
+            {entry.ns, entry.pod, entry.container, entry.resource, unit->device, entry.pod_uid});
       }
+    }
+    std::set<std::pair<std::string, std::string>> held_units = seen;
+    if (!view.complete) {
+      // The view may miss holds: keep every one known before.
+      holds.insert(holds.end(), holds_.begin(), holds_.end());
+      held_units.insert(held_units_.begin(), held_units_.end());
     }
     std::sort(holds.begin(), holds.end());
     holds.erase(std::unique(holds.begin(), holds.end()), holds.end());
-    // Grants the kubelet now reports are holds. One it does not report although
-    // the List started well after it was made was never taken up (the Pod is
-    // gone, or its admission failed); the rest wait for their TTL.
+    std::map<std::string, uint64_t> allocated;
+    for (const auto& [resource, id] : held_units) allocated[resource]++;
+    // Grants the kubelet now reports are holds. One a complete view does not
+    // report although it was observed well after the grant was never taken
+    // up (the Pod is gone, or its admission failed); the rest wait for their
+    // TTL. An incomplete view releases nothing.
     const size_t before = grants_.size();
     std::erase_if(grants_, [&](const auto& entry) {
       if (seen.count(entry.first) > 0) return true;
+      if (!view.complete || !view.proves_absence) return false;
       const Grant& g = entry.second;
-      if (listed_at - g.at < options_.grant_settle) return false;
+      if (view.observed_at - g.at < options_.grant_settle) return false;
       LogInfo(Component::kPodResources, "{}: grant of {} released: the kubelet does not hold it",
               g.resource, g.id);
       return true;
     });
     changed = grants_.size() != before;
-    changed = ExpireGrantsLocked(options_.clock()) || changed;
+    const absl::Time now = options_.clock();
+    if (view.complete) changed = ExpireGrantsLocked(now) || changed;
     changed = changed || holds != holds_ || allocated != allocated_;
     holds_ = std::move(holds);
+    held_units_ = std::move(held_units);
     allocated_ = std::move(allocated);
     changed = RecomputeWithdrawnLocked() || changed;
-    if (changed) RebuildAllLocked();
+    if (ForgetRemovedLocked(now)) {
+      RefreshLocked();
+      changed = true;
+    } else if (changed) {
+      RebuildAllLocked();
+    }
   }
   Notify(changed, false);
   return changed;
+}
+
+bool PoolRegistry::ForgetRemovedLocked(absl::Time now) {
+  std::vector<std::string> forget;
+  for (const auto& [name, since] : gone_since_) {
+    if (now - since < options_.forget_removed_after || used_via_.count(name) > 0) continue;
+    forget.push_back(name);
+  }
+  for (const std::string& name : forget) {
+    LogInfo(Component::kDiscovery, "forgetting {}: removed {} ago and nothing holds it", name,
+            absl::FormatDuration(absl::Trunc(now - gone_since_[name], absl::Seconds(1))));
+    gone_since_.erase(name);
+    node_.known.erase(name);
+    for (auto& [pool, members] : members_) std::erase(members, name);
+  }
+  return !forget.empty();
 }
 
 void PoolRegistry::ExpireGrants() {
@@ -135,6 +175,10 @@ void PoolRegistry::ExpireGrants() {
     std::lock_guard<std::mutex> lock(mu_);
     if (ExpireGrantsLocked(options_.clock()) && RecomputeWithdrawnLocked()) {
       RebuildAllLocked();
+      changed = true;
+    }
+    if (ForgetRemovedLocked(options_.clock())) {
+      RefreshLocked();
       changed = true;
     }
   }

@@ -7,8 +7,11 @@
 //   from every exclusive pool that selects it. Exclusive and shared are never
 //   both granted.
 //
-// "Held" means either seen in the kubelet's PodResources (SetHolds) or granted
-// moments ago by Allocate (Claim) and not yet seen there. Claim records the
+// "Held" means either seen in the kubelet's view (SetHolds: PodResources List
+// joined with the kubelet checkpoint) or granted moments ago by Allocate
+// (Claim) and not yet seen there. A view that may be incomplete (a kubelet
+// restart that has not settled, a failing List) only adds holds: none is
+// lifted and no grant released until a complete view says so. Claim records the
 // grant and publishes the withdrawal from the same call, so a second Allocate
 // through the conflicting pool that races the first one is refused with an
 // error naming the device and the other pool, instead of both succeeding. A
@@ -35,7 +38,9 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/base/mono_clock.h"
 #include "agent/config/config.h"
+#include "agent/holds/kubelet_view.h"
 #include "agent/model/device.h"
 #include "agent/podresources/pod_devices.h"
 #include "agent/pools/pool_snapshot.h"
@@ -67,7 +72,14 @@ struct PoolRegistryOptions {
   // returns): the grant is released then, not after grant_ttl. Without this a
   // Pod deleted within a second of its admission withdrew the device for 60 s.
   absl::Duration grant_settle = absl::Seconds(1);
-  std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // A device gone from the node (hot-unplug, VF or rxe removed) stays listed
+  // Unhealthy so the kubelet keeps its allocations; once nothing holds it for
+  // this long it is forgotten, so capacity does not grow on nodes where
+  // devices come and go.
+  absl::Duration forget_removed_after = absl::Minutes(5);
+  // Every duration above is measured on this clock: monotonic, so an NTP step
+  // neither drops pending grants nor keeps them forever.
+  std::function<absl::Time()> clock = [] { return MonotonicNow(); };
 };
 
 // What a (resource, device ID) from the kubelet stands for.
@@ -89,7 +101,7 @@ class PoolRegistry {
     PoolConfig config;
     std::shared_ptr<PoolState> state;
     std::shared_ptr<const PoolSnapshot> snapshot;
-    uint64_t allocated_units = 0;  // from PodResources
+    uint64_t allocated_units = 0;  // distinct units the kubelet's view holds
     size_t withdrawn_units = 0;
     size_t pending_grants = 0;  // granted, not yet seen in PodResources
   };
@@ -116,13 +128,13 @@ class PoolRegistry {
   // A new node view (from discovery / health). Every snapshot is rebuilt.
   void SetNode(const NodeInventory& inventory, const std::map<std::string, DeviceHealth>& health);
 
-  // A successful PodResources List, started at `listed_at`: who holds what.
-  // Grants it shows are confirmed (they are holds now); grants it does not
-  // show are released if they are grant_settle older than the List, and in
-  // any case once older than grant_ttl. Returns true when holds, counts or
-  // withdrawals changed (by content).
-  bool SetHolds(const std::vector<podresources::PodDevices>& list,
-                absl::Time listed_at = absl::InfinitePast());
+  // The kubelet's view of who holds what (see holds::KubeletView). Grants it
+  // shows are confirmed (they are holds now). A complete view replaces the
+  // holds; grants it does not show are released if they are grant_settle
+  // older than the observation (when it proves absence), and in any case once
+  // older than grant_ttl. An incomplete view keeps every earlier hold and
+  // every grant. Returns true when holds, counts or withdrawals changed.
+  bool SetHolds(const holds::KubeletView& view);
 
   // Releases grants older than grant_ttl (for nodes with no PodResources API;
   // elsewhere only a successful List releases them).
@@ -164,6 +176,9 @@ class PoolRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Conflict(const PoolConfig& a, const PoolConfig* b) const;
   void Notify(bool changed, bool granted);
+  // Forgets removed devices nothing holds after forget_removed_after; true if
+  // any was forgotten.
+  bool ForgetRemovedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PoolRegistryOptions options_;
   mutable std::mutex mu_;
@@ -172,7 +187,8 @@ class PoolRegistry {
   std::map<std::string, std::shared_ptr<PoolState>> pools_ ABSL_GUARDED_BY(mu_);
   // Devices each pool has ever selected: a removed one stays listed Unhealthy.
   std::map<std::string, std::vector<std::string>> members_ ABSL_GUARDED_BY(mu_);
-  std::vector<PodDeviceHold> holds_ ABSL_GUARDED_BY(mu_);  // sorted
+  std::vector<PodDeviceHold> holds_ ABSL_GUARDED_BY(mu_);                          // sorted
+  std::set<std::pair<std::string, std::string>> held_units_ ABSL_GUARDED_BY(mu_);  // (pool, ID)
   std::map<std::string, uint64_t> allocated_ ABSL_GUARDED_BY(mu_);
   // Recorded by Claim, keyed by (resource, unit ID): a repeated grant of the
   // same unit refreshes its time, so the map is bounded by the unit count.
@@ -181,6 +197,8 @@ class PoolRegistry {
   std::map<std::string, std::map<std::string, std::string>> withdrawn_ ABSL_GUARDED_BY(mu_);
   // device -> pools it is held or granted through (from holds_ and grants_).
   std::map<std::string, std::set<std::string>> used_via_ ABSL_GUARDED_BY(mu_);
+  // Known devices the node no longer shows, since when.
+  std::map<std::string, absl::Time> gone_since_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_change_;  // set before use, never changed after
   std::function<void()> on_grant_;
 };

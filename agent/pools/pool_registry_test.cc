@@ -16,6 +16,15 @@ constexpr char kRdma[] = "device.gpustack.ai/rdma";
 constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
 constexpr char kEfa[] = "vpc.amazonaws.com/efa";
 
+// A complete kubelet view observed at `at`.
+holds::KubeletView V(std::vector<podresources::PodDevices> entries,
+                     absl::Time at = absl::InfinitePast()) {
+  holds::KubeletView v;
+  v.entries = std::move(entries);
+  v.observed_at = at;
+  return v;
+}
+
 RdmaDevice Dev(const std::string& name, DeviceKind kind) {
   RdmaDevice d;
   d.name = name;
@@ -89,10 +98,10 @@ TEST_F(PoolRegistryTest, SharedGrantRefusesTheExclusiveDeviceButNotMoreTokens) {
 TEST_F(PoolRegistryTest, GrantNoPodTakesUpIsReleasedAfterTheTtl) {
   ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
   now_ += absl::Seconds(30);
-  EXPECT_FALSE(registry_->SetHolds({}));  // still within the TTL
+  EXPECT_FALSE(registry_->SetHolds(V({})));  // still within the TTL
   EXPECT_EQ(Unhealthy(kShared), 4);
   now_ += absl::Seconds(31);
-  EXPECT_TRUE(registry_->SetHolds({}));
+  EXPECT_TRUE(registry_->SetHolds(V({})));
   EXPECT_EQ(Unhealthy(kShared), 0);
   EXPECT_OK(registry_->Claim(kShared, {"mlx5_0.t0"}));
   // Without PodResources at all, ExpireGrants does the same.
@@ -109,10 +118,10 @@ TEST_F(PoolRegistryTest, GrantAListTakenWellAfterDoesNotShowIsReleased) {
   ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
   const absl::Time granted = now_;
   now_ += absl::Milliseconds(500);
-  EXPECT_FALSE(registry_->SetHolds({}, granted + absl::Milliseconds(400)));
+  EXPECT_FALSE(registry_->SetHolds(V({}, granted + absl::Milliseconds(400))));
   EXPECT_EQ(Unhealthy(kShared), 4) << "a List too soon after the grant proves nothing";
   now_ += absl::Seconds(1);
-  EXPECT_TRUE(registry_->SetHolds({}, granted + absl::Milliseconds(1100)));
+  EXPECT_TRUE(registry_->SetHolds(V({}, granted + absl::Milliseconds(1100))));
   EXPECT_EQ(Unhealthy(kShared), 0);
   EXPECT_OK(registry_->Claim(kShared, {"mlx5_0.t0"}));
 }
@@ -120,22 +129,22 @@ TEST_F(PoolRegistryTest, GrantAListTakenWellAfterDoesNotShowIsReleased) {
 TEST_F(PoolRegistryTest, ConfirmedGrantBecomesAHoldAndOutlivesTheTtl) {
   ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
   const std::vector<podresources::PodDevices> pods = {{"ns", "a", "c", kRdma, {"mlx5_0"}}};
-  EXPECT_TRUE(registry_->SetHolds(pods));
+  EXPECT_TRUE(registry_->SetHolds(V(pods)));
   EXPECT_EQ(registry_->view().pools[1].pending_grants, 0u);
   now_ += absl::Minutes(10);
-  registry_->SetHolds(pods);
+  registry_->SetHolds(V(pods));
   EXPECT_EQ(Unhealthy(kShared), 4);
   EXPECT_THAT(registry_->Claim(kShared, {"mlx5_0.t3"}),
               StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_TRUE(registry_->SetHolds({}));  // the Pod left
+  EXPECT_TRUE(registry_->SetHolds(V({})));  // the Pod left
   EXPECT_EQ(Unhealthy(kShared), 0);
 }
 
 // Item 7: the change detection compares content, not counts.
 TEST_F(PoolRegistryTest, PodSwapWithTheSameCountIsAChange) {
-  EXPECT_TRUE(registry_->SetHolds({{"ns", "a", "c", kEfa, {"efa0"}}}));
-  EXPECT_FALSE(registry_->SetHolds({{"ns", "a", "c", kEfa, {"efa0"}}}));
-  EXPECT_TRUE(registry_->SetHolds({{"ns", "b", "c", kEfa, {"efa0"}}}));
+  EXPECT_TRUE(registry_->SetHolds(V({{"ns", "a", "c", kEfa, {"efa0"}}})));
+  EXPECT_FALSE(registry_->SetHolds(V({{"ns", "a", "c", kEfa, {"efa0"}}})));
+  EXPECT_TRUE(registry_->SetHolds(V({{"ns", "b", "c", kEfa, {"efa0"}}})));
   ASSERT_EQ(registry_->holds().size(), 1u);
   EXPECT_EQ(registry_->holds()[0].pod, "b");
 }
@@ -175,11 +184,14 @@ TEST_F(PoolRegistryTest, StreamsGetAPushOnlyWhenTheAdvertisementChanges) {
   }
   ASSERT_NE(shared, nullptr);
   CountingSubscriber sub;
-  ASSERT_EQ(shared->Subscribe(&sub)->units.size(), 8u);
+  shared->Subscribe(&sub);  // the first list comes as a push
+  ASSERT_EQ(sub.pushes, 1);
+  ASSERT_EQ(sub.last->units.size(), 8u);
+  sub.pushes = 0;
   // A health reason change on an unselected device, and a hold through the
   // same shared pool: nothing the kubelet would see changes.
   registry_->SetNode(inv_, {{"efa0", DeviceHealth{false, "port 1 DOWN"}}});
-  registry_->SetHolds({{"ns", "a", "c", kShared, {"mlx5_1.t0"}}});
+  registry_->SetHolds(V({{"ns", "a", "c", kShared, {"mlx5_1.t0"}}}));
   EXPECT_EQ(sub.pushes, 0);
   // An exclusive grant withdraws mlx5_0's tokens: one push, from the Claim.
   ASSERT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
@@ -191,6 +203,97 @@ TEST_F(PoolRegistryTest, StreamsGetAPushOnlyWhenTheAdvertisementChanges) {
   shared->CloseStreams();
   EXPECT_EQ(sub.closes, 1);
   shared->Unsubscribe(&sub);
+}
+
+}  // namespace
+}  // namespace fabric
+
+namespace fabric {
+namespace {
+
+class PoolRegistryHoldsTest : public PoolRegistryTest {};
+
+// Issue 19 item 3: right after a kubelet restart its List answers [] while a
+// shared Pod still runs. An incomplete view lifts no hold, so the exclusive
+// pool's first Allocates after the restart are still refused.
+TEST_F(PoolRegistryHoldsTest, IncompleteViewLiftsNoHoldAndReleasesNoGrant) {
+  ASSERT_TRUE(registry_->SetHolds(V({{"ns", "a", "c", kShared, {"mlx5_0.t0"}}})));
+  ASSERT_OK(registry_->Claim(kEfa, {"efa0"}));
+  now_ += absl::Seconds(5);
+  holds::KubeletView restarting = V({}, now_);
+  restarting.complete = false;
+  restarting.incomplete_reason = "the kubelet restarted";
+  registry_->SetHolds(restarting);
+  EXPECT_EQ(Unhealthy(kRdma), 1) << "mlx5_0 stays withdrawn from the exclusive pool";
+  EXPECT_THAT(registry_->Claim(kRdma, {"mlx5_0"}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(registry_->view().pools[0].pending_grants, 1u) << "the EFA grant is kept";
+  ASSERT_EQ(registry_->holds().size(), 1u);
+  // A complete view that still does not show them settles it.
+  EXPECT_TRUE(registry_->SetHolds(V({}, now_)));
+  EXPECT_EQ(Unhealthy(kRdma), 0);
+  EXPECT_EQ(registry_->view().pools[0].pending_grants, 0u);
+}
+
+// Issue 19 item 3: a plain init container's grant is in the kubelet checkpoint
+// only (v1 List reports app and sidecar containers). It is a hold: the settle
+// rule does not release it while the init container runs.
+TEST_F(PoolRegistryHoldsTest, InitContainerGrantKnownFromTheCheckpointIsAHold) {
+  ASSERT_OK(registry_->Claim(kShared, {"mlx5_0.t0"}));
+  const absl::Time granted = now_;
+  now_ += absl::Seconds(2);
+  podresources::PodDevices init{"ns", "p", "init", kShared, {"mlx5_0.t0"}, "uid-1"};
+  registry_->SetHolds(V({init}, granted + absl::Seconds(2)));
+  EXPECT_EQ(Unhealthy(kRdma), 1) << "the exclusive pool stays withdrawn while init runs";
+  EXPECT_EQ(registry_->view().pools[2].pending_grants, 0u) << "confirmed, not released";
+  ASSERT_EQ(registry_->holds().size(), 1u);
+  EXPECT_EQ(registry_->holds()[0].container, "init");
+  EXPECT_EQ(registry_->holds()[0].pod_uid, "uid-1");
+  now_ += absl::Minutes(5);
+  registry_->SetHolds(V({init}, now_));
+  EXPECT_EQ(Unhealthy(kRdma), 1);
+}
+
+// The kubelet reuses an init container's devices for the app container: one
+// unit listed twice is one allocated unit.
+TEST_F(PoolRegistryHoldsTest, AUnitHeldByInitAndAppContainerCountsOnce) {
+  registry_->SetHolds(
+      V({{"ns", "p", "init", kEfa, {"efa0"}, "u"}, {"ns", "p", "c", kEfa, {"efa0"}, "u"}}));
+  EXPECT_EQ(registry_->view().pools[0].allocated_units, 1u);
+  EXPECT_EQ(registry_->holds().size(), 2u);
+}
+
+// Issue 19 item 3: a removed device stays an Unhealthy unit so the kubelet
+// keeps its allocations, but once nothing holds it for the grace period it is
+// forgotten, so capacity does not grow on nodes where devices come and go.
+TEST_F(PoolRegistryHoldsTest, RemovedDeviceIsForgottenOnceNothingHoldsItAfterTheGrace) {
+  registry_->SetHolds(V({{"ns", "a", "c", kShared, {"mlx5_0.t1"}}}));
+  NodeInventory without = inv_;
+  std::erase_if(without.devices, [](const RdmaDevice& d) { return d.name != "efa0"; });
+  registry_->SetNode(without, {});
+  ASSERT_EQ(Snap(kRdma)->units.size(), 2u) << "removed devices stay listed, Unhealthy";
+  EXPECT_EQ(Unhealthy(kRdma), 2);
+  now_ += absl::Minutes(6);
+  registry_->SetHolds(V({{"ns", "a", "c", kShared, {"mlx5_0.t1"}}}, now_));
+  // mlx5_1: nothing holds it -> forgotten; mlx5_0: a Pod holds a token -> kept.
+  ASSERT_EQ(Snap(kRdma)->units.size(), 1u);
+  EXPECT_EQ(Snap(kRdma)->units[0].device, "mlx5_0");
+  EXPECT_EQ(Snap(kShared)->units.size(), 4u);
+  EXPECT_EQ(registry_->node().known.count("mlx5_1"), 0u);
+  registry_->SetHolds(V({}, now_));  // the Pod left
+  EXPECT_EQ(Snap(kRdma)->units.size(), 0u);
+  // A device that comes back is a new device again.
+  registry_->SetNode(inv_, {});
+  EXPECT_EQ(Snap(kRdma)->units.size(), 2u);
+  EXPECT_EQ(Unhealthy(kRdma), 0);
+}
+
+// Issue 19 item 5: grant TTL and settle are durations on a monotonic clock,
+// not the wall clock an NTP step can move.
+TEST(PoolRegistryClockTest, DurationsUseAMonotonicClock) {
+  PoolRegistryOptions o;
+  EXPECT_LT(absl::AbsDuration(o.clock() - MonotonicNow()), absl::Seconds(5));
+  EXPECT_GT(absl::AbsDuration(o.clock() - absl::Now()), absl::Hours(1))
+      << "the default clock is the wall clock";
 }
 
 }  // namespace

@@ -29,10 +29,10 @@ bool PoolState::Update(std::shared_ptr<const PoolSnapshot> next) {
   return true;
 }
 
-std::shared_ptr<const PoolSnapshot> PoolState::Subscribe(PoolSubscriber* s) {
+void PoolState::Subscribe(PoolSubscriber* s) {
   std::lock_guard<std::mutex> lock(mu_);
   subscribers_.insert(s);
-  return snapshot_;
+  s->Push(snapshot_);
 }
 
 void PoolState::Unsubscribe(PoolSubscriber* s) {

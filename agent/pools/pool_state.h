@@ -66,9 +66,11 @@ class PoolState {
   // list is unchanged. Returns true when the advertisement changed.
   bool Update(std::shared_ptr<const PoolSnapshot> next);
 
-  // Streams subscribe on open and unsubscribe when done. Subscribe returns the
-  // current snapshot so the first message is consistent with later pushes.
-  std::shared_ptr<const PoolSnapshot> Subscribe(PoolSubscriber* s);
+  // Streams subscribe on open and unsubscribe when done. Subscribe pushes the
+  // current snapshot to `s` under the same lock as every Update's push, so a
+  // stream's pushes follow the order of the snapshots: an Update racing a new
+  // stream can never leave the stale first list written last.
+  void Subscribe(PoolSubscriber* s);
   void Unsubscribe(PoolSubscriber* s);
   // Ends every open stream.
   void CloseStreams();
