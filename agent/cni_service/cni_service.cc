@@ -87,21 +87,24 @@ absl::Status CniService::CheckNetns(const std::string& path) const {
   return absl::InvalidArgumentError(absl::StrCat("CNI_NETNS: ", s.message()));
 }
 
-absl::StatusOr<CniService::Plan> CniService::PlanFor(const std::string& ns,
-                                                     const std::string& pod) {
-  Plan plan;
+absl::StatusOr<std::vector<podresources::PodDevices>> CniService::FetchAllocations(
+    const std::string& ns, const std::string& pod) {
   auto allocations = pod_resources_->GetPodDevices(ns, pod);
-  if (!allocations.ok()) {
-    if (absl::IsNotFound(allocations.status())) {
-      LogWarn(Component::kCni, "Pod {} unknown to the kubelet PodResources API: {}; no devices",
-              PodName(ns, pod), allocations.status().ToString());
-      return plan;
-    }
-    return absl::UnavailableError(absl::StrCat("cannot read Pod ", PodName(ns, pod),
-                                               "'s devices from the kubelet PodResources API: ",
-                                               allocations.status().message(), "; retry later"));
+  if (allocations.ok()) return allocations;
+  if (absl::IsNotFound(allocations.status())) {
+    LogWarn(Component::kCni, "Pod {} unknown to the kubelet PodResources API: {}; no devices",
+            PodName(ns, pod), allocations.status().ToString());
+    return std::vector<podresources::PodDevices>();
   }
-  for (const auto& alloc : *allocations) {
+  return absl::UnavailableError(absl::StrCat("cannot read Pod ", PodName(ns, pod),
+                                             "'s devices from the kubelet PodResources API: ",
+                                             allocations.status().message(), "; retry later"));
+}
+
+absl::StatusOr<CniService::Plan> CniService::PlanFrom(
+    const std::vector<podresources::PodDevices>& allocations) {
+  Plan plan;
+  for (const auto& alloc : allocations) {
     for (const auto& id : alloc.device_ids) {
       auto granted = resolver_->Resolve(alloc.resource, id);
       if (!granted) continue;  // not one of ours
@@ -233,11 +236,31 @@ absl::Status CniService::EnsureMoved(const AttachmentRecord& rec) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<agentpb::CniResponse> CniService::AddRecorded(const AttachmentRecord& existing,
+                                                             const agentpb::CniRequest& req,
+                                                             const absl::Status& netns_ok) {
+  if (existing.release_pending) {
+    return absl::FailedPreconditionError(
+        "a previous ADD or DEL of this attachment left RDMA devices outside the host netns; "
+        "the runtime's DEL (or CNI GC) must release them first");
+  }
+  if (HasMoves(existing.devices)) {
+    // A retried ADD: check where the devices are rather than trust the record.
+    if (!req.netns().empty() && req.netns() != existing.netns) {
+      return absl::FailedPreconditionError(absl::StrCat("ADD retried with netns ", req.netns(),
+                                                        " but the attachment moved ",
+                                                        "devices into ", existing.netns));
+    }
+    FABRIC_RETURN_IF_ERROR(netns_ok);
+    FABRIC_RETURN_IF_ERROR(EnsureMoved(existing));
+  }
+  return ToResponse(existing);
+}
+
 absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& req) {
   // Checked before the lock: a path that is not a network namespace never
   // reaches code that opens it while every other CNI call waits.
   const absl::Status netns_ok = CheckNetns(req.netns());
-  std::lock_guard<std::mutex> lock(mu_);
   FABRIC_RETURN_IF_ERROR(Validate(req));
   agentpb::CniResponse resp;
   if (req.pod_namespace().empty() || req.pod_name().empty()) {
@@ -246,27 +269,18 @@ absl::StatusOr<agentpb::CniResponse> CniService::Add(const agentpb::CniRequest& 
     return resp;
   }
   AttachmentKey key = KeyOf(req);
-  FABRIC_ASSIGN_OR_RETURN(auto existing, store_.Load(key));
-  if (existing) {
-    if (existing->release_pending) {
-      return absl::FailedPreconditionError(
-          "a previous ADD or DEL of this attachment left RDMA devices outside the host netns; "
-          "the runtime's DEL (or CNI GC) must release them first");
-    }
-    if (HasMoves(existing->devices)) {
-      // A retried ADD: check where the devices are rather than trust the record.
-      if (!req.netns().empty() && req.netns() != existing->netns) {
-        return absl::FailedPreconditionError(absl::StrCat("ADD retried with netns ", req.netns(),
-                                                          " but the attachment moved ",
-                                                          "devices into ", existing->netns));
-      }
-      FABRIC_RETURN_IF_ERROR(netns_ok);
-      FABRIC_RETURN_IF_ERROR(EnsureMoved(*existing));
-    }
-    return ToResponse(*existing);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FABRIC_ASSIGN_OR_RETURN(auto existing, store_.Load(key));
+    if (existing) return AddRecorded(*existing, req, netns_ok);
   }
-
-  FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFor(req.pod_namespace(), req.pod_name()));
+  // The kubelet is asked without the lock (see FetchAllocations).
+  FABRIC_ASSIGN_OR_RETURN(auto allocations, FetchAllocations(req.pod_namespace(), req.pod_name()));
+  std::lock_guard<std::mutex> lock(mu_);
+  // A concurrent ADD of the same attachment may have recorded it meanwhile.
+  FABRIC_ASSIGN_OR_RETURN(auto existing, store_.Load(key));
+  if (existing) return AddRecorded(*existing, req, netns_ok);
+  FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFrom(allocations));
   if (plan.devices.empty()) {
     LogDebug(Component::kCni, "Pod {} has no fabric devices; nothing to do",
              PodName(req.pod_namespace(), req.pod_name()));
@@ -343,12 +357,19 @@ absl::StatusOr<agentpb::CniResponse> CniService::Del(const agentpb::CniRequest& 
 
 absl::StatusOr<agentpb::CniResponse> CniService::Check(const agentpb::CniRequest& req) {
   const absl::Status netns_ok = CheckNetns(req.netns());
-  std::lock_guard<std::mutex> lock(mu_);
   FABRIC_RETURN_IF_ERROR(Validate(req));
+  std::unique_lock<std::mutex> lock(mu_);
   FABRIC_ASSIGN_OR_RETURN(auto rec, store_.Load(KeyOf(req)));
+  std::vector<podresources::PodDevices> allocations;
   if (!rec) {
     if (req.pod_namespace().empty() || req.pod_name().empty()) return agentpb::CniResponse();
-    FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFor(req.pod_namespace(), req.pod_name()));
+    lock.unlock();  // the kubelet is asked without the lock (see FetchAllocations)
+    FABRIC_ASSIGN_OR_RETURN(allocations, FetchAllocations(req.pod_namespace(), req.pod_name()));
+    lock.lock();
+    FABRIC_ASSIGN_OR_RETURN(rec, store_.Load(KeyOf(req)));  // an ADD may have finished meanwhile
+  }
+  if (!rec) {
+    FABRIC_ASSIGN_OR_RETURN(Plan plan, PlanFrom(allocations));
     if (HasMoves(plan.devices)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "no record of ADD for Pod ", PodName(req.pod_namespace(), req.pod_name()),

@@ -73,15 +73,26 @@ class CniService {
   // netns. One still in the host netns (an earlier ADD stopped between
   // recording and moving) is moved now; one anywhere else fails the ADD.
   absl::Status EnsureMoved(const AttachmentRecord& rec);
-  // What ADD does for this Pod (no side effects).
-  absl::StatusOr<Plan> PlanFor(const std::string& ns, const std::string& pod);
+  // The Pod's allocations from the kubelet (PodResources Get, which the client
+  // turns into a filtered List where the kubelet disables Get). An RPC that a
+  // slow or rate-limiting kubelet can stretch to seconds: never called with
+  // mu_ held, so one Pod's lookup does not hold up every other CNI call.
+  // A Pod the kubelet does not know has no devices.
+  absl::StatusOr<std::vector<podresources::PodDevices>> FetchAllocations(const std::string& ns,
+                                                                         const std::string& pod);
+  // What ADD does for a Pod with these allocations (no side effects). mu_ held.
+  absl::StatusOr<Plan> PlanFrom(const std::vector<podresources::PodDevices>& allocations);
+  // ADD of an attachment already recorded: the record answers. mu_ held.
+  absl::StatusOr<agentpb::CniResponse> AddRecorded(const AttachmentRecord& existing,
+                                                   const agentpb::CniRequest& req,
+                                                   const absl::Status& netns_ok);
   // Moves every kMoved device of `rec` back to the host netns. Returns true
   // if all are confirmed back; false if some could not be confirmed yet
   // because the Pod netns is gone; an error if a move back failed.
   absl::StatusOr<bool> Release(const AttachmentRecord& rec, std::vector<std::string>* warnings);
   bool InHost(const std::string& device);
 
-  std::mutex mu_;  // one CNI operation at a time
+  std::mutex mu_;  // one CNI operation at a time, except PodResources lookups
   podresources::PodResourcesSource* pod_resources_;
   const DeviceResolver* resolver_;
   netns::RdmaNetlink* rdma_;

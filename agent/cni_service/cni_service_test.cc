@@ -1,17 +1,24 @@
 #include "agent/cni_service/cni_service.h"
 
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "agent/base/file_util.h"
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/netns/fake_rdma_netlink.h"
+#include "agent/podresources/podresources_client.h"
+#include "podresources/v1/api.grpc.pb.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::cni_service {
@@ -411,6 +418,101 @@ TEST_F(CniServiceTest, RetriedAddMovesDeviceTheRecordClaimsButHostStillHas) {
   // A retry naming another netns than the recorded one is refused.
   EXPECT_THAT(service_->Add(Req("pod-a", netns_b_)),
               StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// A kubelet whose PodResources Get for one Pod (pod-a) answers only when the
+// test says so; every other Pod is answered at once. List is counted, never
+// expected: the CNI side asks for its one Pod.
+class SlowKubelet final : public ::v1::PodResourcesLister::Service {
+ public:
+  grpc::Status Get(grpc::ServerContext*, const ::v1::GetPodResourcesRequest* req,
+                   ::v1::GetPodResourcesResponse* resp) override {
+    get_calls++;
+    auto* pod = resp->mutable_pod_resources();
+    pod->set_name(req->pod_name());
+    pod->set_namespace_(req->pod_namespace());
+    auto* c = pod->add_containers();
+    c->set_name("main");
+    auto* d = c->add_devices();
+    d->set_resource_name("fabric.io/rdma");
+    if (req->pod_name() == "pod-a") {
+      d->add_device_ids("0000:01:00.0");
+      in_slow_get.Notify();
+      // Bounded only so that a regression fails instead of hanging the suite.
+      released_by_test = release.WaitForNotificationWithTimeout(absl::Seconds(60));
+    } else {
+      d->add_device_ids("0000:01:00.1");
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse*) override {
+    list_calls++;
+    return grpc::Status::OK;
+  }
+
+  std::atomic<int> get_calls{0};
+  std::atomic<int> list_calls{0};
+  absl::Notification in_slow_get;
+  absl::Notification release;
+  std::atomic<bool> released_by_test{false};
+};
+
+// One Pod's slow PodResources answer must not hold up the CNI calls of other
+// Pods: the lookup runs outside the service's lock. (Under the lock, pod-b's
+// ADD waited for pod-a's RPC, so the test's release came only after the
+// server gave up waiting.) And the CNI side asks Get for the one Pod.
+TEST_F(CniServiceTest, SlowPodResourcesAnswerDoesNotBlockOtherPods) {
+  SlowKubelet kubelet;
+  const std::string socket = dir_ + "/kubelet.sock";
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(&kubelet);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  podresources::PodResourcesClientOptions options;
+  options.socket_path = socket;
+  options.use_get = true;
+  options.rpc_timeout = std::chrono::milliseconds(120000);
+  podresources::PodResourcesClient client(options);
+  CniService service(paths_, &client, &resolver_, &rdma_);
+  service.SetNetnsCheckForTest([](const std::string&) { return absl::OkStatus(); });
+
+  auto slow = std::async(std::launch::async, [&] { return service.Add(Req("pod-a", netns_a_)); });
+  kubelet.in_slow_get.WaitForNotification();
+  auto other = service.Add(Req("pod-b", netns_b_));  // while pod-a's Get is in flight
+  auto check = service.Check(Req("pod-c", netns_b_));
+  kubelet.release.Notify();
+  auto first = slow.get();
+  server->Shutdown();
+
+  EXPECT_TRUE(kubelet.released_by_test) << "pod-b's ADD waited for pod-a's PodResources call";
+  ASSERT_OK(other.status());
+  ASSERT_EQ(other->devices_size(), 1);
+  EXPECT_EQ(other->devices(0).rdma_device(), "mlx5_1");
+  EXPECT_OK(check.status());
+  ASSERT_OK(first.status());
+  ASSERT_EQ(first->devices_size(), 1);
+  EXPECT_EQ(first->devices(0).rdma_device(), "mlx5_0");
+  EXPECT_EQ(kubelet.get_calls, 3);
+  EXPECT_EQ(kubelet.list_calls, 0);
+}
+
+// Two ADDs of one attachment racing through the lookup: the second finds the
+// record the first made, and the Pod's devices are attributed once.
+TEST_F(CniServiceTest, ConcurrentAddsOfOneAttachmentRecordItOnce) {
+  std::vector<std::future<absl::StatusOr<agentpb::CniResponse>>> adds;
+  for (int i = 0; i < 4; ++i) {
+    adds.push_back(
+        std::async(std::launch::async, [&] { return service_->Add(Req("pod-a", netns_a_)); }));
+  }
+  for (auto& a : adds) {
+    auto r = a.get();
+    ASSERT_OK(r.status());
+    ASSERT_EQ(r->devices_size(), 1);
+    EXPECT_EQ(r->devices(0).rdma_device(), "mlx5_0");
+  }
+  EXPECT_EQ(StateFiles(), 1u);
 }
 
 }  // namespace

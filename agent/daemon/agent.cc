@@ -93,7 +93,12 @@ absl::Status Agent::Start() {
   podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
   if (!options_.agent_socket.empty()) {
     rdma_netlink_ = netns::OpenRdmaNetlink();
-    cni_ = std::make_unique<cni_service::CniService>(options_.paths, podresources_.get(),
+    // The CNI side asks for one Pod: Get (the client falls back to a filtered
+    // List where the kubelet disables Get), on its own client and rate budget.
+    podresources::PodResourcesClientOptions cni_pr = pr;
+    cni_pr.use_get = true;
+    cni_podresources_ = std::make_unique<podresources::PodResourcesClient>(cni_pr);
+    cni_ = std::make_unique<cni_service::CniService>(options_.paths, cni_podresources_.get(),
                                                      &resolver_, rdma_netlink_.get());
     if (auto released = cni_->ReconcileGoneNetns(); released.ok() && *released > 0) {
       LogInfo(Component::kCni, "released {} attachment(s) whose Pod netns is gone", *released);

@@ -135,6 +135,7 @@ class Agent {
   // The allocation watcher's own state.
   std::thread watcher_;
   std::mutex watcher_mu_;
+  std::unique_ptr<podresources::PodResourcesClient> cni_podresources_;  // Get for one Pod
   std::condition_variable watcher_cv_;
   bool stop_watcher_ ABSL_GUARDED_BY(watcher_mu_) = false;
   bool refresh_requested_ ABSL_GUARDED_BY(watcher_mu_) = false;
