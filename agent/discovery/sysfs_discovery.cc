@@ -1,5 +1,6 @@
 #include "agent/discovery/sysfs_discovery.h"
 
+#include <climits>
 #include <map>
 #include <regex>
 
@@ -79,6 +80,13 @@ absl::StatusOr<std::map<std::string, VerbsEntry>> ReadVerbsNodes(const SysfsLayo
   return out;
 }
 
+// A number that ReadInt took but that does not fit the field: as malformed as
+// a word, never wrapped into a plausible value.
+absl::Status OutOfRange(const std::string& path, int64_t value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": out of range: ", QuoteContent(absl::StrCat(value))));
+}
+
 // The PCI function behind an IB device: the `device` link's target, or (for
 // auxiliary devices such as mlx5 SFs) its nearest PCI ancestor.
 absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
@@ -103,6 +111,7 @@ absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
   if (PathExists(dir + "/numa_node")) {
     auto numa = ReadInt(dir + "/numa_node");
     if (!numa.ok()) return numa.status();
+    if (*numa > INT_MAX) return OutOfRange(dir + "/numa_node", *numa);
     pci.numa_node = *numa < 0 ? -1 : static_cast<int>(*numa);
   }
   if (auto driver = ReadLink(dir + "/driver"); driver.ok()) pci.driver = Basename(*driver);
@@ -110,6 +119,7 @@ absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
   if (PathExists(dir + "/sriov_numvfs")) {
     auto numvfs = ReadInt(dir + "/sriov_numvfs");
     if (!numvfs.ok()) return numvfs.status();
+    if (*numvfs < 0 || *numvfs > INT_MAX) return OutOfRange(dir + "/sriov_numvfs", *numvfs);
     pci.sriov_numvfs = static_cast<int>(*numvfs);
   }
   return std::optional<PciInfo>(pci);

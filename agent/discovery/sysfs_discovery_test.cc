@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "absl/strings/str_format.h"
 #include "agent/base/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -163,6 +164,38 @@ TEST(DiscoveryTest, MalformedFilesSkipOnlyThatDeviceWithOneWarning) {
   EXPECT_THAT(inv->warnings, SizeIs(5));  // uverbs1 ignored + 4 skipped devices
   // The inventory looks again at what it skipped (the file may heal).
   EXPECT_THAT(inv->skipped, ElementsAre("rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap83s0"));
+}
+
+// numa_node and sriov_numvfs are ints: a number outside int (or a negative
+// VF count) is as malformed as a word, not wrapped into a plausible value
+// (2147483648 read as NUMA node -2147483648, 4294967296 as node 0, -3 VFs).
+// Found by test/fuzz/sysfs_fuzzer.
+TEST(DiscoveryTest, OutOfRangeNumbersAreMalformed) {
+  FakeSysfs fs;
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"rdmap79s0", {"numa_node", "2147483648\n"}},
+      {"rdmap80s0", {"numa_node", "4294967296\n"}},
+      {"rdmap81s0", {"sriov_numvfs", "-3\n"}},
+      {"rdmap82s0", {"sriov_numvfs", "4294967298\n"}},
+  };
+  int bus = 0x4f;
+  for (const auto& [name, file] : cases) {
+    fs.AddEfa(name, absl::StrFormat("0000:%02x:00.0", bus++), {});
+    auto pci = RealPath(fs.sys_root() + "/class/infiniband/" + name + "/device");
+    ASSERT_OK(pci);
+    fs.WriteFile(pci->substr(fs.root().size() + 1) + "/" + file.first, file.second);
+  }
+  fs.AddEfa("rdmap83s0", "0000:60:00.0", {.numa_node = 1});
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(1));
+  EXPECT_EQ(inv->devices[0].name, "rdmap83s0");
+  EXPECT_EQ(inv->devices[0].numa_node(), 1);
+  EXPECT_THAT(inv->skipped, ElementsAre("rdmap79s0", "rdmap80s0", "rdmap81s0", "rdmap82s0"));
+  std::string all;
+  for (const auto& w : inv->warnings) all += w + "\n";
+  EXPECT_THAT(all, HasSubstr("numa_node: out of range: '2147483648'"));
+  EXPECT_THAT(all, HasSubstr("sriov_numvfs: out of range: '-3'"));
 }
 
 // A garbage file is quoted in the warning (and so the log) only in part, and
