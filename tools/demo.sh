@@ -34,7 +34,7 @@ SIM_PID=$!
 sleep 0.3
 mkdir -p "$WORK/cdi"
 "$BUILD/agent/daemon/fabric-agent" --sysfs-root "$TREE/sys" --dev-root "$TREE/dev" \
-  --kubelet-root "$WORK" --registration kubelet --metrics-address "127.0.0.1:$PORT" \
+  --kubelet-root "$WORK" --device-plugin-dir "$WORK/device-plugins" --registration kubelet --metrics-address "127.0.0.1:$PORT" \
   --cdi-dir "$WORK/cdi" --state-dir "$WORK/state" 2> "$WORK/agent.log" &
 AGENT_PID=$!
 # The simulator prints its report, then keeps serving (so the agent stays registered).

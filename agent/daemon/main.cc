@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "agent/base/command_line.h"
 #include "agent/base/file_util.h"
+#include "agent/base/host_paths.h"
 #include "agent/base/logging.h"
 #include "agent/base/memlock_limit.h"
 #include "agent/daemon/agent_runner.h"
@@ -18,7 +19,16 @@ ABSL_FLAG(std::string, config, "",
           "Pool configuration file (YAML or JSON); empty: built-in defaults");
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Where the host's sysfs is mounted");
 ABSL_FLAG(std::string, dev_root, "/dev", "Where the host's /dev is visible (optional)");
-ABSL_FLAG(std::string, kubelet_root, "/var/lib/kubelet", "The kubelet's root directory");
+ABSL_FLAG(std::string, kubelet_root, "/var/lib/kubelet",
+          "The kubelet's --root-dir: places plugins_registry/ and pod-resources/kubelet.sock "
+          "(not device-plugins/, which the kubelet keeps in /var/lib/kubelet)");
+ABSL_FLAG(std::string, device_plugin_dir, "",
+          "The kubelet's device-plugin folder (kubelet.sock); empty: "
+          "/var/lib/kubelet/device-plugins, hard-coded in every kubelet");
+ABSL_FLAG(std::string, plugins_registry_dir, "",
+          "The kubelet's plugin watcher folder; empty: <kubelet-root>/plugins_registry");
+ABSL_FLAG(std::string, pod_resources_socket, "",
+          "The kubelet's PodResources socket; empty: <kubelet-root>/pod-resources/kubelet.sock");
 ABSL_FLAG(std::string, registration, "auto", "auto|kubelet|watcher");
 ABSL_FLAG(std::string, metrics_address, "",
           "HTTP listen address for /metrics, /healthz, /readyz (e.g. 0.0.0.0:9435)");
@@ -65,7 +75,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabric-agent: discovers EFA/RDMA devices and serves them to the kubelet.\n"
       "Usage: fabric-agent [--config FILE] [--sysfs-root DIR] [--dev-root DIR] "
-      "[--kubelet-root DIR] [--registration auto|kubelet|watcher] [--metrics-address HOST:PORT]");
+      "[--kubelet-root DIR] [--device-plugin-dir DIR] [--registration auto|kubelet|watcher] "
+      "[--metrics-address HOST:PORT]");
   fabric::ParseCommandLine(argc, argv);
 
   fabric::LogLevel level;
@@ -80,7 +91,14 @@ int main(int argc, char** argv) {
   opts.config_path = absl::GetFlag(FLAGS_config);
   opts.paths.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
   opts.paths.dev_root = absl::GetFlag(FLAGS_dev_root);
-  opts.paths.kubelet_root = absl::GetFlag(FLAGS_kubelet_root);
+  if (absl::Status s = fabric::ApplyKubeletPathFlags(
+          {absl::GetFlag(FLAGS_kubelet_root), absl::GetFlag(FLAGS_device_plugin_dir),
+           absl::GetFlag(FLAGS_plugins_registry_dir), absl::GetFlag(FLAGS_pod_resources_socket)},
+          &opts.paths);
+      !s.ok()) {
+    std::fprintf(stderr, "fabric-agent: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   opts.paths.cdi_dir = absl::GetFlag(FLAGS_cdi_dir);
   opts.paths.state_dir = absl::GetFlag(FLAGS_state_dir);
   opts.metrics_address = absl::GetFlag(FLAGS_metrics_address);

@@ -65,7 +65,8 @@ start_agent() {  # i, extra flags...
   local i=$1; shift
   mkdir -p "$WORK/a$i/kubelet" "$WORK/a$i/state" "$WORK/a$i/cdi"
   ip netns exec ${TAG}n$i env NODE_NAME=node$i FABRIC_LOG_LEVEL=info "$AGENT" --sysfs-root "$NODE_TREE/sys" \
-    --dev-root "$NODE_TREE/dev" --kubelet-root "$WORK/a$i/kubelet" --registration watcher \
+    --dev-root "$NODE_TREE/dev" --kubelet-root "$WORK/a$i/kubelet" \
+    --device-plugin-dir "$WORK/a$i/kubelet/device-plugins" --registration watcher \
     --state-dir "$WORK/a$i/state" --cdi-dir "$WORK/a$i/cdi" --write-cdi=false \
     --metrics-address "$(addr "$i"):9435" "$@" >> "$WORK/a$i/agent.log" 2>&1 &
   PIDS[$i]=$!
@@ -242,7 +243,7 @@ cpu_ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
 # A fourth agent without the doctor, in the spare namespace, as the baseline.
 mkdir -p "$WORK/a0/kubelet" "$WORK/a0/state" "$WORK/a0/cdi"
 ip netns exec ${TAG}n0 env NODE_NAME=node0 "$AGENT" --sysfs-root "$NODE_TREE/sys" --dev-root "$NODE_TREE/dev" \
-  --kubelet-root "$WORK/a0/kubelet" --registration watcher --state-dir "$WORK/a0/state" \
+  --kubelet-root "$WORK/a0/kubelet" --device-plugin-dir "$WORK/a0/kubelet/device-plugins" --registration watcher --state-dir "$WORK/a0/state" \
   --cdi-dir "$WORK/a0/cdi" --write-cdi=false --metrics-address "10.77.0.100:9435" \
   >> "$WORK/a0/agent.log" 2>&1 &
 PIDS[0]=$!

@@ -32,12 +32,11 @@ int EnvInt(const char* name, int def) {
 
 std::vector<std::string> AgentArgs(const std::string& node, const std::string& work,
                                    const std::string& config) {
-  std::vector<std::string> args = {"--sysfs-root=" + node + "/sys",
-                                   "--dev-root=" + node + "/dev",
-                                   "--kubelet-root=" + work,
-                                   "--registration=kubelet",
-                                   "--write-cdi=false",
-                                   "--state-dir=" + work + "/state"};
+  std::vector<std::string> args = {
+      "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
+      "--kubelet-root=" + work,        "--device-plugin-dir=" + work + "/device-plugins",
+      "--registration=kubelet",        "--write-cdi=false",
+      "--state-dir=" + work + "/state"};
   if (!config.empty()) args.insert(args.begin(), "--config=" + config);
   return args;
 }

@@ -346,6 +346,7 @@ TEST(AgentBinaryTest, SigtermRemovesSocketsAndExitsZero) {
   if (pid == 0) {
     execl(agent_bin.c_str(), agent_bin.c_str(), ("--sysfs-root=" + node + "/sys").c_str(),
           ("--dev-root=" + node + "/dev").c_str(), ("--kubelet-root=" + dir.path()).c_str(),
+          ("--device-plugin-dir=" + dir.path() + "/device-plugins").c_str(),
           "--registration=kubelet", ("--cdi-dir=" + dir.path() + "/cdi").c_str(),
           ("--state-dir=" + dir.path() + "/state").c_str(), nullptr);
     _exit(127);
@@ -655,8 +656,9 @@ TEST(AgentBinaryTest, SighupReloadsGoodConfigAndRejectsBadOne) {
     freopen(log.c_str(), "w", stderr);
     execl(agent_bin.c_str(), agent_bin.c_str(), ("--config=" + cfg).c_str(),
           ("--sysfs-root=" + node + "/sys").c_str(), ("--dev-root=" + node + "/dev").c_str(),
-          ("--kubelet-root=" + dir.path()).c_str(), "--registration=kubelet", "--write-cdi=false",
-          nullptr);
+          ("--kubelet-root=" + dir.path()).c_str(),
+          ("--device-plugin-dir=" + dir.path() + "/device-plugins").c_str(),
+          "--registration=kubelet", "--write-cdi=false", nullptr);
     _exit(127);
   }
   ASSERT_TRUE(kubelet.WaitFor([&] { return AllRegistered(kubelet, 1); }, absl::Seconds(20)));

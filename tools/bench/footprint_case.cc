@@ -264,11 +264,13 @@ absl::Status StartAgent(const BenchOptions& o, AgentRun& a) {
   }
   a.port = FreePort();
   const std::string node = o.testdata + "/nodes/p5.48xlarge";
-  a.w.pid = Spawn({a.binary, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
-                   "--kubelet-root=" + a.dir->path(), "--registration=kubelet",
-                   "--state-dir=" + a.dir->path() + "/state", "--cdi-dir=" + a.dir->path() + "/cdi",
-                   "--metrics-address=127.0.0.1:" + std::to_string(a.port)},
-                  o.log_file);
+  a.w.pid =
+      Spawn({a.binary, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
+             "--kubelet-root=" + a.dir->path(),
+             "--device-plugin-dir=" + a.dir->path() + "/device-plugins", "--registration=kubelet",
+             "--state-dir=" + a.dir->path() + "/state", "--cdi-dir=" + a.dir->path() + "/cdi",
+             "--metrics-address=127.0.0.1:" + std::to_string(a.port)},
+            o.log_file);
   return absl::OkStatus();
 }
 

@@ -154,7 +154,7 @@ start_agent_with_sim() {
   SIM_PID=$BG_PID
   wait_for 30 test -S "$k/device-plugins/kubelet.sock" || fail "kubelet-sim: no kubelet.sock after 30 s"
   start_bg agent "$AGENT" --sysfs-root /sys --dev-root /dev --kubelet-root "$k" \
-    --registration kubelet --metrics-address 127.0.0.1:0
+    --device-plugin-dir "$k/device-plugins" --registration kubelet --metrics-address 127.0.0.1:0
   AGENT_PID=$BG_PID
 }
 # pid_alive PID : a running, not yet reaped (and not zombie) process.
