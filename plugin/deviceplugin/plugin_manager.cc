@@ -11,8 +11,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
@@ -33,6 +36,35 @@ uint64_t SocketInode(const std::string& path) {
   uint64_t id = st.st_ino * 0x9E3779B97F4A7C15ull;
   id ^= static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000007ull + st.st_ctim.tv_nsec;
   return id == 0 ? 1 : id;
+}
+
+// One log line: the registration mode, and each kubelet path the agent uses,
+// sorted into found, waited for, and absent but not needed. The kubelet's
+// --root-dir moves plugins_registry/ and pod-resources/ but not
+// device-plugins/ (k0s, MicroK8s), so a wrong path shows here, by name.
+std::string DescribeKubeletPaths(const HostPaths& paths, RegistrationMode requested,
+                                 RegistrationMode mode) {
+  std::vector<std::string> found, waiting, unused;
+  auto place = [&](bool present, bool needed, const char* what, const std::string& path) {
+    (present ? found : needed ? waiting : unused).push_back(absl::StrCat(what, " ", path));
+  };
+  const std::string kubelet_sock = paths.DevicePluginDir() + "/" + kKubeletSocket;
+  place(SocketInode(kubelet_sock) != 0, mode == RegistrationMode::kKubelet, "kubelet.sock",
+        kubelet_sock);
+  place(IsDirectory(paths.PluginsRegistryDir()), mode == RegistrationMode::kWatcher,
+        "plugins_registry", paths.PluginsRegistryDir());
+  // Without it per-Pod attribution and the cross-pool holds are blind.
+  place(SocketInode(paths.PodResourcesSocket()) != 0, true, "pod-resources",
+        paths.PodResourcesSocket());
+  auto list = [](const std::vector<std::string>& v) {
+    return v.empty() ? std::string("none") : absl::StrJoin(v, ", ");
+  };
+  std::string line = absl::StrCat(
+      "registration: ", mode == RegistrationMode::kWatcher ? "plugin watcher" : "kubelet.sock",
+      requested == RegistrationMode::kAuto ? " (auto)" : " (requested)", "; found: ", list(found),
+      "; waiting for: ", list(waiting));
+  if (!unused.empty()) absl::StrAppend(&line, "; absent, not needed: ", list(unused));
+  return line;
 }
 
 }  // namespace
@@ -254,6 +286,8 @@ void PluginManager::RemovePool(const std::string& resource) {
 
 absl::Status PluginManager::Start() {
   const RegistrationMode mode = EffectiveMode();
+  // Said before MkdirAll below, so "found" means the kubelet made it.
+  LogInfo(Component::kRegistration, "{}", DescribeKubeletPaths(paths_, requested_mode_, mode));
   const std::string dir =
       mode == RegistrationMode::kWatcher ? paths_.PluginsRegistryDir() : paths_.DevicePluginDir();
   if (absl::Status s = MkdirAll(dir, 0750); !s.ok()) return s;
@@ -269,10 +303,6 @@ absl::Status PluginManager::Start() {
     }
     started_ = true;
   }
-  LogInfo(Component::kRegistration, "registration mode: {}",
-          mode == RegistrationMode::kWatcher
-              ? "plugin watcher (" + paths_.PluginsRegistryDir() + ")"
-              : "kubelet.sock (" + paths_.DevicePluginDir() + ")");
   // Serve first, then register: the kubelet dials back inside Register.
   for (auto& server : servers) {
     if (absl::Status s = server->Start(); !s.ok()) return s;
