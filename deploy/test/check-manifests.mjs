@@ -66,14 +66,36 @@ const RESOURCE_NAMES = [
   'device.gpustack.ai/rdma.partitioned',
 ];
 const METRICS_PORT = 9435;
-const KUBELET = '/var/lib/kubelet';
-// Every host path the DaemonSet may mount, and which ones need the CNI part.
-const BASE_HOST_PATHS = new Set([
-  `${KUBELET}/device-plugins`, `${KUBELET}/plugins_registry`, `${KUBELET}/pod-resources`,
-  '/sys', '/var/run/cdi', '/opt/fabric/bin',
-]);
+// The kubelet's folders (docs/configuration.md, "Kubelet paths"). Every kubelet
+// hard-codes its device-plugin folder (pluginapi.DevicePluginPath); its
+// --root-dir moves only plugins_registry/ and pod-resources/.
+const KUBELET_DEVICE_PLUGINS = '/var/lib/kubelet/device-plugins';
+const kubeletPaths = (root, over = {}) => ({
+  root,
+  devicePlugins: KUBELET_DEVICE_PLUGINS,
+  registry: `${root}/plugins_registry`,
+  podResources: `${root}/pod-resources`,
+  ...over,
+});
+const K0S = '/var/lib/k0s/kubelet';
+const MICROK8S = '/var/snap/microk8s/common/var/lib/kubelet';
+// Expected kubelet folders per render (written out, not derived from the
+// values the way the template does); every other render: the defaults.
+const KUBELET_EXPECT = {
+  'helm kubeletRoot=/var/lib/k0s/kubelet/ (deprecated)': kubeletPaths(K0S),
+  'helm k0s: kubelet.rootDir': kubeletPaths(K0S),
+  'helm MicroK8s: kubelet.rootDir': kubeletPaths(MICROK8S),
+  'kustomize k0s': kubeletPaths(K0S),
+  'kustomize microk8s': kubeletPaths(MICROK8S),
+  'helm kubelet.* each set': kubeletPaths(K0S, { devicePlugins: '/srv/dp', registry: '/srv/reg', podResources: '/srv/pr' }),
+};
+const expectedKubelet = (name) => KUBELET_EXPECT[name] ?? kubeletPaths('/var/lib/kubelet');
+// Every host path the DaemonSet may mount besides the kubelet's folders, and
+// which ones need the CNI part.
+const BASE_HOST_PATHS = new Set(['/sys', '/var/run/cdi', '/opt/fabric/bin']);
 const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d', '/var/lib/fabric-agent']);
-const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
+const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--device-plugin-dir',
+  '--plugins-registry-dir', '--pod-resources-socket', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
 
 // ------------------------------------------------------- schema validation
@@ -222,6 +244,8 @@ const kustomizations = {
   'kustomize base': 'kustomize/base',
   'kustomize with-cni': 'kustomize/overlays/with-cni',
   'kustomize with-podmonitor': 'kustomize/overlays/with-podmonitor',
+  'kustomize k0s': 'kustomize/overlays/k0s',
+  'kustomize microk8s': 'kustomize/overlays/microk8s',
 };
 for (const [name, dir] of Object.entries(kustomizations)) {
   check(`${name}: builds`, () => {
@@ -272,7 +296,11 @@ const helmCases = {
   'helm cni.enabled': { cni: { enabled: true } },
   'helm podMonitor.enabled': { podMonitor: { enabled: true } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
-  'helm kubeletRoot=/var/lib/k0s/kubelet/': { kubeletRoot: '/var/lib/k0s/kubelet/' },
+  'helm kubeletRoot=/var/lib/k0s/kubelet/ (deprecated)': { kubeletRoot: '/var/lib/k0s/kubelet/' },
+  'helm k0s: kubelet.rootDir': { kubelet: { rootDir: K0S } },
+  'helm MicroK8s: kubelet.rootDir': { kubelet: { rootDir: `${MICROK8S}/` } },
+  'helm kubelet.* each set': { kubelet: { rootDir: K0S, devicePluginDir: '/srv/dp/', pluginsRegistryDir: '/srv/reg', podResourcesDir: '/srv/pr/' } },
+  'helm registration=watcher': { registration: 'watcher' },
   'helm hookDir=/home/kubernetes/bin/': { hookDir: '/home/kubernetes/bin/' },
 };
 for (const [name, values] of Object.entries(helmCases)) {
@@ -327,6 +355,20 @@ for (const [name, values] of Object.entries(helmCases)) {
   });
 }
 
+check('helm chart: registration other than auto|kubelet|watcher fails to render', () => {
+  assert(chart, 'chart did not load');
+  const fails = (render, what) => {
+    try {
+      render();
+    } catch (e) {
+      assert(/registration: 'classic' is not auto, kubelet or watcher/.test(String(e.message ?? e)), `${what}: ${e.message ?? e}`);
+      return;
+    }
+    throw new Error(`${what}: rendered registration=classic`);
+  };
+  fails(() => chart.render({ values: { registration: 'classic' }, releaseName: 'fabric-device-plugin', namespace: 'fabric-system' }), 'helm-lite');
+  if (haveHelm) fails(() => helmRun(['template', 'x', chartDir], { registration: 'classic' }), 'helm template');
+});
 check('helm chart: every value a template reads exists in values.yaml (helm lint --strict)', () => {
   for (const values of Object.values(helmCases)) {
     chart.render({ values, releaseName: 'fabric-device-plugin', namespace: 'fabric-system', strict: true });
@@ -343,6 +385,12 @@ check('helm cni.enabled == kustomize with-cni', () => {
 check('helm podMonitor.enabled == kustomize with-podmonitor', () => {
   compareSets(renders['helm podMonitor.enabled'].map(normalizeHelm),
     renders['kustomize with-podmonitor'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
+});
+check('helm kubelet.rootDir == kustomize k0s / microk8s overlays', () => {
+  compareSets(renders['helm k0s: kubelet.rootDir'].map(normalizeHelm),
+    renders['kustomize k0s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm k0s vs kustomize k0s');
+  compareSets(renders['helm MicroK8s: kubelet.rootDir'].map(normalizeHelm),
+    renders['kustomize microk8s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm MicroK8s vs kustomize microk8s');
 });
 check('helm config value == kustomize ConfigMap (parsed)', () => {
   const cm = single(renders['kustomize base'], 'ConfigMap');
@@ -391,9 +439,10 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
 
   check(`${name}: host paths are the allowed set, never /dev, /sys read-only`, () => {
     const spec = podSpecOf(single(objs(), 'DaemonSet'));
-    const kubeletRoot = (flagValue(spec.containers.find((c) => c.name === 'agent').args, '--kubelet-root') ?? '').replace(/\/$/, '');
+    const k = expectedKubelet(name);
     const hookDir = path.dirname(flagValue(spec.containers.find((c) => c.name === 'agent').args, '--memlock-hook-path') ?? '/opt/fabric/bin/x');
-    const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p.replace(KUBELET, kubeletRoot))));
+    const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p)));
+    [k.devicePlugins, k.registry, k.podResources].forEach((p) => allowed.add(p));
     if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
     const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
     for (const [vol, p] of hostVolumes) {
@@ -455,17 +504,30 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     const spec = podSpecOf(single(objs(), 'DaemonSet'));
     const agent = spec.containers.find((c) => c.name === 'agent');
     for (const f of REQUIRED_FLAGS) assert(flagValue(agent.args, f) !== undefined, `flag ${f} missing`);
-    assertEq(flagValue(agent.args, '--registration'), 'auto', '--registration');
+    assertEq(flagValue(agent.args, '--registration'), /registration=watcher/.test(name) ? 'watcher' : 'auto', '--registration');
     assertEq(flagValue(agent.args, '--metrics-address'), `0.0.0.0:${METRICS_PORT}`, '--metrics-address');
     assertEq(agent.ports, [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }], 'ports');
     assertEq(agent.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' }, 'livenessProbe');
     assertEq(agent.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' }, 'readinessProbe');
     assertEq(agent.resources, { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } }, 'resources');
-    const kubeletRoot = flagValue(agent.args, '--kubelet-root').replace(/\/$/, '');
-    for (const sub of ['device-plugins', 'plugins_registry', 'pod-resources']) {
-      const m = agent.volumeMounts.find((x) => x.mountPath === `${kubeletRoot}/${sub}`);
-      assert(m, `${kubeletRoot}/${sub} not mounted at the --kubelet-root path`);
-      assertEq(spec.volumes.find((v) => v.name === m.name).hostPath?.path, m.mountPath, `${sub}: same path on host and in the container`);
+    // Each kubelet folder: its flag, mounted at the same path on the host and
+    // in the container (watcher mode reports absolute socket paths), with a
+    // hostPath type that never blocks the Pod where the folder does not exist.
+    const k = expectedKubelet(name);
+    assertEq(flagValue(agent.args, '--kubelet-root'), k.root, '--kubelet-root');
+    const folders = [
+      ['--device-plugin-dir', k.devicePlugins, k.devicePlugins, false],
+      ['--plugins-registry-dir', k.registry, k.registry, false],
+      ['--pod-resources-socket', `${k.podResources}/kubelet.sock`, k.podResources, true],
+    ];
+    for (const [flag, want, dir, readOnly] of folders) {
+      assertEq(flagValue(agent.args, flag), want, flag);
+      const m = agent.volumeMounts.find((x) => x.mountPath === dir);
+      assert(m, `${dir} (${flag}) not mounted at its own path`);
+      assertEq(!!m.readOnly, readOnly, `${dir} readOnly`);
+      const hp = spec.volumes.find((v) => v.name === m.name).hostPath;
+      assertEq(hp?.path, m.mountPath, `${flag}: same path on host and in the container`);
+      assertEq(hp?.type, 'DirectoryOrCreate', `${flag}: hostPath type (Directory would block the Pod where the kubelet never makes ${dir})`);
     }
     const cdi = flagValue(agent.args, '--cdi-dir');
     assert(agent.volumeMounts.some((m) => m.mountPath === cdi && !m.readOnly), '--cdi-dir is not a writable mount');

@@ -124,7 +124,8 @@ render() {
   tools=$("$here/lib/k8s-tools.sh") || return 1
   "$tools/helm" template fabric-device-plugin "$repo/deploy/helm/fabric-device-plugin" -n fabric-system \
     --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
-    --set kubeletRoot="$W/kubelet" --set cdiDir="$W/cdi" --set hookDir="$W/hook-bin" \
+    --set kubelet.rootDir="$W/kubelet" --set kubelet.devicePluginDir="$W/kubelet/device-plugins" \
+    --set cdiDir="$W/cdi" --set hookDir="$W/hook-bin" \
     --set sysfs.hostPath="$SAMPLE/sys" \
     --set cni.enabled=true --set cni.binDir="$W/cni-bin" --set cni.confDir="$W/net.d" \
     --set cni.netnsDir="$W/netns" --set cni.socketDir="$W/run"
@@ -133,7 +134,7 @@ render() {
 tools=""
 c_render() {
   render >"$W/rendered.yaml" || return 1
-  mkdir -p "$W/kubelet/device-plugins"  # the kubelet's own folder (hostPath type Directory)
+  mkdir -p "$W/kubelet/device-plugins"  # the kubelet's own folder
   (cd "$here" && node lib/pod-to-podman.mjs --workdir "$W" --image "$IMAGE" \
      --map "/var/lib/fabric-agent=$W/state" <"$W/rendered.yaml") >"$W/pod.json" || return 1
   jq -r '.init[].name, .containers[].name' "$W/pod.json"
@@ -244,7 +245,8 @@ c_agent_default_caps() {
   mkdir -p "$d/kubelet/device-plugins"
   "$tools/helm" template fabric-device-plugin "$repo/deploy/helm/fabric-device-plugin" -n fabric-system \
     --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
-    --set kubeletRoot="$d/kubelet" --set cdiDir="$d/cdi" --set hookDir="$d/hook-bin" \
+    --set kubelet.rootDir="$d/kubelet" --set kubelet.devicePluginDir="$d/kubelet/device-plugins" \
+    --set cdiDir="$d/cdi" --set hookDir="$d/hook-bin" \
     --set sysfs.hostPath="$SAMPLE/sys" >"$d/rendered.yaml" || return 1
   (cd "$here" && node lib/pod-to-podman.mjs --workdir "$d" --image "$IMAGE" <"$d/rendered.yaml") \
     >"$d/pod.json" || return 1
