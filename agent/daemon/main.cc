@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fabric-agent: %s\n", std::string(s.message()).c_str());
       return 2;
     }
+    fabric::doctor::PrepareProcessEnvironment();  // setenv: before any thread starts
   }
   rlim_t memlock = 0;
   if (!fabric::ParseMemlockLimit(opts.memlock_limit, &memlock, nullptr)) {

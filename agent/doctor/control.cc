@@ -55,11 +55,26 @@ long FrameReady(const std::string& buf) {
   return static_cast<long>(n);
 }
 
+// The numeric host of a connection's peer ("10.0.0.1", "fe80::1"); "" if unknown.
+std::string SourceHost(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, buf, sizeof(buf));
+  } else if (a.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], buf, sizeof(buf));
+    } else {
+      inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+    }
+  }
+  return buf;
+}
+
 }  // namespace
 
-ControlServer::ControlServer(std::function<NodeInfo()> answer,
-                             std::function<void(const NodeInfo&)> on_query, size_t max_connections,
-                             absl::Duration per_connection)
+ControlServer::ControlServer(std::function<NodeInfo()> answer, OnQuery on_query,
+                             size_t max_connections, absl::Duration per_connection)
     : answer_(std::move(answer)),
       on_query_(std::move(on_query)),
       max_connections_(max_connections),
@@ -121,7 +136,10 @@ void ControlServer::Run() {
   struct Conn {
     int fd;
     Clock::time_point deadline;
+    std::string source;
     std::string in;
+    std::string out;  // the answer, written whole (in as many writes as it takes) or not at all
+    size_t sent = 0;
   };
   std::vector<Conn> conns;
   const auto budget = absl::ToChronoNanoseconds(per_connection_);
@@ -130,7 +148,9 @@ void ControlServer::Run() {
     fds.push_back({wake_[0], POLLIN, 0});
     fds.push_back(
         {listen_fd_, static_cast<short>(conns.size() < max_connections_ ? POLLIN : 0), 0});
-    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+    }
     int timeout = 1000;
     for (const Conn& c : conns) timeout = std::min(timeout, RemainingMs(c.deadline) + 1);
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
@@ -138,6 +158,17 @@ void ControlServer::Run() {
     std::vector<bool> close_it(conns.size(), false);
     for (size_t i = 0; i < conns.size(); ++i) {
       Conn& c = conns[i];
+      if (fds[i + 2].revents && !c.out.empty()) {
+        ssize_t n = write(c.fd, c.out.data() + c.sent, c.out.size() - c.sent);
+        if (n > 0) c.sent += static_cast<size_t>(n);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+          Count("control_answer_failed");
+          close_it[i] = true;
+        } else if (c.sent == c.out.size()) {
+          close_it[i] = true;
+        }
+        continue;
+      }
       if (fds[i + 2].revents) {
         char buf[4096];
         ssize_t n = read(c.fd, buf, sizeof(buf));
@@ -161,26 +192,35 @@ void ControlServer::Run() {
         if (!m.ok() && absl::IsFailedPrecondition(m.status())) {
           Count("control_version_mismatch");
           reply.type = ControlType::kError;
-          reply.error = std::string(m.status().message());
+          reply.error = std::string(m.status().message()).substr(0, 200);
         } else if (!m.ok() || m->type != ControlType::kQuery) {
-          Count("garbage_control");
+          // A name that is not clean text has its own event: it is what a
+          // hostile or broken peer sends, not line noise.
+          Count(!m.ok() && ControlRejectReason(m.status()) == "control_bad_name"
+                    ? "control_bad_name"
+                    : "garbage_control");
           close_it[i] = true;
           continue;
         } else {
           Count("control_queries_served");
-          on_query_(m->info);
+          on_query_(c.source, m->info);
           reply.type = ControlType::kInfo;
           reply.info = answer_();
         }
         auto payload = EncodeControl(reply);
-        if (payload.ok()) {
-          std::string out = Frame(*payload);
-          // Small (<= 64 KiB): fits the socket buffer of a fresh connection.
-          (void)!write(c.fd, out.data(), out.size());
+        if (!payload.ok()) {
+          Count("control_answer_failed");
+          close_it[i] = true;
+          continue;
         }
-        close_it[i] = true;
+        // Written on POLLOUT until whole or the connection's deadline: a
+        // large answer (up to 64 KiB) need not fit the socket buffer.
+        c.out = Frame(*payload);
+        c.in.clear();
       } else if (Clock::now() > c.deadline) {
-        Count(c.in.empty() ? "control_idle_closed" : "garbage_control");
+        Count(!c.out.empty() ? "control_answer_failed"
+              : c.in.empty() ? "control_idle_closed"
+                             : "garbage_control");
         close_it[i] = true;
       }
     }
@@ -195,9 +235,12 @@ void ControlServer::Run() {
     conns.swap(keep);
     if (fds[1].revents & POLLIN) {
       while (conns.size() < max_connections_) {
-        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_storage from{};
+        socklen_t from_len = sizeof(from);
+        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
-        conns.push_back({fd, Clock::now() + budget, {}});
+        conns.push_back({fd, Clock::now() + budget, SourceHost(from), {}, {}, 0});
       }
     }
   }
@@ -307,8 +350,7 @@ std::vector<QueryResult> QueryAll(const std::vector<PeerAddress>& peers, const N
       if (len < 0) continue;
       auto m = DecodeControl(op.in.substr(4, static_cast<size_t>(len)));
       if (!m.ok()) {
-        fail(i, absl::IsFailedPrecondition(m.status()) ? "control_version" : "control_garbage",
-             std::string(m.status().message()));
+        fail(i, ControlRejectReason(m.status()), std::string(m.status().message()));
       } else if (m->type == ControlType::kError) {
         fail(i, "control_version", "peer refused: " + m->error);
       } else if (m->type != ControlType::kInfo) {

@@ -23,9 +23,12 @@ namespace fabric::doctor {
 
 class ControlServer {
  public:
-  // `answer` returns our NodeInfo; `on_query` sees every decoded asker.
-  ControlServer(std::function<NodeInfo()> answer, std::function<void(const NodeInfo&)> on_query,
-                size_t max_connections = 64, absl::Duration per_connection = absl::Seconds(2));
+  // `answer` returns our NodeInfo; `on_query` sees every decoded asker with
+  // the connection's source address (numeric host, no port): what the
+  // asker's introduction is bound to (FabricProber::AllowSenders).
+  using OnQuery = std::function<void(const std::string& source, const NodeInfo& asker)>;
+  ControlServer(std::function<NodeInfo()> answer, OnQuery on_query, size_t max_connections = 64,
+                absl::Duration per_connection = absl::Seconds(2));
   ~ControlServer();
   absl::Status Start(const PeerAddress& listen);  // port 0: ephemeral (see port())
   void Stop();
@@ -37,7 +40,7 @@ class ControlServer {
   void Count(const std::string& event);
 
   std::function<NodeInfo()> answer_;
-  std::function<void(const NodeInfo&)> on_query_;
+  OnQuery on_query_;
   const size_t max_connections_;
   const absl::Duration per_connection_;
   int listen_fd_ = -1;
@@ -52,7 +55,9 @@ class ControlServer {
 struct QueryResult {
   bool ok = false;
   NodeInfo info;
-  std::string reason;  // control_timeout, control_refused, control_garbage, control_version
+  // control_timeout, control_refused, control_garbage, control_version,
+  // control_bad_name (a name or error text that is not clean text)
+  std::string reason;
   std::string error;
 };
 

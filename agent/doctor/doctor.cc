@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/logging.h"
+#include "agent/base/utf8.h"
 #include "agent/doctor/scheme.h"
 
 namespace fabric::doctor {
@@ -19,6 +20,11 @@ std::string Core(const std::string& provider) { return provider.substr(0, provid
 double Unix(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
 }  // namespace
+
+void PrepareProcessEnvironment() {
+  // ofi_rxm over verbs sizes CQs by FI_UNIVERSE_SIZE (see fabricctl bench).
+  setenv("FI_UNIVERSE_SIZE", "1024", /*overwrite=*/0);
+}
 
 absl::Status ValidateOptions(const DoctorOptions& o) {
   if (o.period <= absl::ZeroDuration()) {
@@ -82,19 +88,25 @@ Doctor::~Doctor() { Stop(); }
 
 absl::Status Doctor::Start() {
   if (auto s = ValidateOptions(options_); !s.ok()) return s;
+  // Peers refuse a name that is not clean text; say so here, not in every query.
+  if (auto s = CheckExternalName("doctor node name", node_, kMaxNameLength); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(), " (set NODE_NAME or --doctor node name)"));
+  }
   spec_ = *ParsePeerSpec(options_.peers);
   listen_ = *ParseListenAddress(options_.address);
   prober_ = std::make_unique<FabricProber>(specs_, options_.limits);
   if (auto s = prober_->Start(); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("doctor: no probe endpoint: ", s.message()));
   }
-  server_ = std::make_unique<ControlServer>([this] { return Self(); },
-                                            [this](const NodeInfo& asker) {
-                                              std::vector<std::string> names;
-                                              for (const DeviceEndpoint& d : asker.devices)
-                                                names.push_back(d.name);
-                                              prober_->AllowSenders(names);
-                                            });
+  server_ =
+      std::make_unique<ControlServer>([this] { return Self(); },
+                                      [this](const std::string& source, const NodeInfo& asker) {
+                                        std::vector<std::string> names;
+                                        for (const DeviceEndpoint& d : asker.devices)
+                                          names.push_back(d.name);
+                                        prober_->AllowSenders(source, asker.node, names);
+                                      });
   if (auto s = server_->Start(listen_); !s.ok()) return s;
   if (listen_.port == 0) listen_.port = server_->port();
   LogInfo(Component::kAgent,
@@ -154,7 +166,7 @@ void Doctor::Query(const std::vector<PeerAddress>& nodes) {
       n.control_error.clear();
       std::vector<std::string> names;
       for (const DeviceEndpoint& d : r.info.devices) names.push_back(d.name);
-      prober_->AllowSenders(names);
+      prober_->AllowSenders(nodes[i].host, r.info.node, names);
     } else {
       n.control_error = r.error;
       n.control_reason = r.reason;
@@ -177,6 +189,9 @@ void Doctor::Round(uint64_t t) {
     }
     all = last_peers_;
   }
+  // One getifaddrs per round, outside mu_ (never per peer, never in Snapshot).
+  const std::set<std::string> local =
+      options_.local_addresses ? options_.local_addresses() : LocalAddresses();
   // The ring: every listed address, ours included (the same order everywhere).
   std::vector<PeerAddress> ring;
   int self = -1;
@@ -184,7 +199,7 @@ void Doctor::Round(uint64_t t) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const PeerAddress& a : all) {
       bool mine = self_addresses_.count(a.ToString()) > 0 ||
-                  (a.port == listen_.port && IsLocalAddress(a.host));
+                  (a.port == listen_.port && local.count(a.host) > 0);
       if (mine && self >= 0) continue;  // the same node listed twice
       if (mine) self = static_cast<int>(ring.size());
       ring.push_back(a);
@@ -202,14 +217,34 @@ void Doctor::Round(uint64_t t) {
     size_t device;
     int node;
     int device_index;
+    std::optional<std::string> peer_device;  // a re-probe: this device of the peer, by name
   };
   std::vector<Planned> plan;
   std::set<int> target_nodes;
   for (int d = 0; d < devices; ++d) {
     for (const ProbeTarget& tg : TargetsFor(n, self, d, devices, t, options_.sample)) {
-      plan.push_back({static_cast<size_t>(d), tg.node, tg.device_index});
+      plan.push_back({static_cast<size_t>(d), tg.node, tg.device_index, std::nullopt});
       target_nodes.insert(tg.node);
     }
+  }
+  // Re-probes: every pair whose probe failed last round is probed again now,
+  // before that failure is shown (strikes_).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, int> ring_index;
+    for (int i = 0; i < n; ++i) ring_index[ring[static_cast<size_t>(i)].ToString()] = i;
+    for (const PairKey& key : reprobe_) {
+      auto node = ring_index.find(std::get<1>(key));
+      size_t d = 0;
+      while (d < specs_.size() && specs_[d].device != std::get<0>(key)) ++d;
+      if (node == ring_index.end() || node->second == self || d == specs_.size()) {
+        strikes_.erase(key);  // no longer listed, or no such local device
+        continue;
+      }
+      plan.push_back({d, node->second, static_cast<int>(d), std::get<2>(key)});
+      target_nodes.insert(node->second);
+    }
+    reprobe_.clear();
   }
   // Phase 1: endpoint names of nodes we do not know, whose names are old, or
   // whose probes failed last time (a restart changes the names).
@@ -237,6 +272,7 @@ void Doctor::Round(uint64_t t) {
     std::string reason;
   };
   std::vector<Pending> pending;
+  std::set<PairKey> planned_keys;
   std::vector<ProbeRequest> requests;
   const std::vector<LocalEndpoint> endpoints = prober_->endpoints();
   {
@@ -255,28 +291,41 @@ void Doctor::Round(uint64_t t) {
       if (!s.info || s.info->devices.empty()) {
         pe.status.peer_node = s.info ? s.info->node : key;
         pe.reason = s.info ? "peer_has_no_device" : s.control_reason;
+        if (s.info) pe.status.not_probed = pe.reason;
         pe.status.last_error =
             s.info ? "the peer reports no probe endpoint" : "control channel: " + s.control_error;
         pe.key = {pe.status.local_device, key, ""};
-        pending.push_back(std::move(pe));
+        if (planned_keys.insert(pe.key).second) pending.push_back(std::move(pe));
         continue;
       }
-      const DeviceEndpoint& peer =
-          s.info->devices[static_cast<size_t>(p.device_index) % s.info->devices.size()];
+      const DeviceEndpoint* peer =
+          &s.info->devices[static_cast<size_t>(p.device_index) % s.info->devices.size()];
+      if (p.peer_device && !p.peer_device->empty()) {
+        peer = nullptr;
+        for (const DeviceEndpoint& d : s.info->devices) {
+          if (d.device == *p.peer_device) peer = &d;
+        }
+        if (peer == nullptr) {  // the peer no longer has that device
+          strikes_.erase({pe.status.local_device, key, *p.peer_device});
+          continue;
+        }
+      }
       pe.status.peer_node = s.info->node;
-      pe.status.peer_device = peer.device;
-      pe.key = {pe.status.local_device, key, peer.device};
+      pe.status.peer_device = peer->device;
+      pe.key = {pe.status.local_device, key, peer->device};
+      if (!planned_keys.insert(pe.key).second) continue;  // planned and re-probed: once
       if (!local.error.empty()) {
         pe.reason = "endpoint_closed";
         pe.status.last_error = "local endpoint: " + local.error;
-      } else if (Core(peer.provider) != Core(local.provider)) {
+      } else if (Core(peer->provider) != Core(local.provider)) {
         pe.reason = "provider_mismatch";
         pe.status.last_error =
-            absl::StrCat("provider mismatch: local ", local.provider, ", peer ", peer.provider);
+            absl::StrCat("provider mismatch: local ", local.provider, ", peer ", peer->provider);
       } else {
         pe.probe = static_cast<int>(requests.size());
-        requests.push_back({p.device, peer.name});
+        requests.push_back({p.device, peer->name});
       }
+      if (pe.probe < 0) pe.status.not_probed = pe.reason;
       pending.push_back(std::move(pe));
     }
   }
@@ -302,6 +351,31 @@ void Doctor::Round(uint64_t t) {
   for (Pending& pe : pending) {
     const std::string& key = std::get<1>(pe.key);
     NodeState& s = nodes_[key];
+    const ProbeResult* r = pe.probe >= 0 ? &results[static_cast<size_t>(pe.probe)] : nullptr;
+    if (r != nullptr && !r->ok && r->reason == "bad_address") {
+      // The peer's name does not fit our provider: not a network verdict.
+      pe.reason = r->reason;
+      pe.status.not_probed = r->reason;
+      pe.status.last_error = absl::StrCat("bad peer address: ", r->error);
+      pe.probe = -1;
+      r = nullptr;
+    }
+    const bool failed = r == nullptr || !r->ok;
+    if (r != nullptr && !r->ok) failures_[r->reason]++;
+    if (r == nullptr && !pe.reason.empty() && std::get<2>(pe.key).size() > 0) {
+      failures_[pe.reason]++;
+    }
+    if (r == nullptr && pe.reason == "peer_has_no_device") failures_[pe.reason]++;
+    if (failed) failed_nodes.insert(key);
+    // A failure is shown only when the pair's re-probe in the next round
+    // fails too: never a verdict from one probe (a first contact can time out
+    // while the provider still sets its connection up).
+    if (failed && ++strikes_[pe.key] < 2) {
+      reprobe_.insert(pe.key);
+      counters_["reprobes"]++;
+      continue;
+    }
+    if (!failed) strikes_.erase(pe.key);
     PairStatus& st = pairs_[pe.key];
     const double prev_success = st.last_success_unix;
     const double prev_rtt = st.rtt_seconds;
@@ -310,31 +384,30 @@ void Doctor::Round(uint64_t t) {
     st.last_success_unix = prev_success;
     st.rtt_seconds = prev_rtt;
     st.last_probe_unix = Unix(now);
-    if (pe.probe >= 0) {
-      const ProbeResult& r = results[static_cast<size_t>(pe.probe)];
-      st.reachable = r.ok;
-      if (r.ok) {
-        st.rtt_seconds = r.rtt_seconds;
+    if (r != nullptr) {
+      st.reachable = r->ok;
+      if (r->ok) {
+        st.rtt_seconds = r->rtt_seconds;
         st.last_success_unix = Unix(now);
         st.last_error.clear();
-        rtt_[{st.local_device, st.provider}].Observe(r.rtt_seconds);
+        rtt_[{st.local_device, st.provider}].Observe(r->rtt_seconds);
       } else {
-        st.last_error = absl::StrCat(r.reason, ": ", r.error);
-        failures_[r.reason]++;
-        failed_nodes.insert(key);
+        st.last_error = absl::StrCat(r->reason, ": ", r->error);
       }
     } else {
       st.reachable = false;
-      if (!pe.reason.empty() && std::get<2>(pe.key).size() > 0) failures_[pe.reason]++;
-      failed_nodes.insert(key);
     }
     // A node that answers now replaces its placeholder pair.
-    if (!std::get<2>(pe.key).empty()) pairs_.erase({std::get<0>(pe.key), key, ""});
+    if (!std::get<2>(pe.key).empty()) {
+      pairs_.erase({std::get<0>(pe.key), key, ""});
+      strikes_.erase({std::get<0>(pe.key), key, ""});
+    }
   }
   for (auto& [key, s] : nodes_) s.fabric_failed = failed_nodes.count(key) > 0;
   // Node-level facts reach every pair of the node, not only those probed this
   // round: whether its control channel answered, and "down" (control silent
-  // and every fabric probe this round failed) which no stale success hides.
+  // and every fabric probe failed, in two rounds running) which no stale
+  // success hides.
   std::set<std::string> probed_ok;
   for (const Pending& pe : pending) {
     if (pe.probe >= 0 && results[static_cast<size_t>(pe.probe)].ok) {
@@ -343,14 +416,19 @@ void Doctor::Round(uint64_t t) {
   }
   std::set<std::string> queried = asked;
   queried.insert(rechecked.begin(), rechecked.end());
+  for (const std::string& addr : queried) {
+    NodeState& s = nodes_[addr];
+    const bool down = !s.control_ok && failed_nodes.count(addr) && !probed_ok.count(addr);
+    s.down_rounds = down ? s.down_rounds + 1 : 0;
+  }
   for (auto& [key, st] : pairs_) {
     const std::string& addr = std::get<1>(key);
     if (!queried.count(addr)) continue;
     const NodeState& s = nodes_[addr];
     st.control_reachable = s.control_ok;
-    if (!s.control_ok && failed_nodes.count(addr) && !probed_ok.count(addr) && st.reachable) {
+    if (s.down_rounds >= 2 && st.reachable) {
       st.reachable = false;
-      st.last_error = "peer down: its control channel and every probe this round failed";
+      st.last_error = "peer down: its control channel and every probe failed, two rounds running";
     }
   }
   // Forget pairs of nodes no longer listed, and pairs not probed for long.
@@ -372,6 +450,13 @@ void Doctor::Round(uint64_t t) {
       ++it;
     }
   }
+  // Strikes are kept for pairs awaiting their re-probe and for shown pairs
+  // (a shown failing pair's next failure shows at once).
+  for (auto it = strikes_.begin(); it != strikes_.end();) {
+    const bool keep = listed.count(std::get<1>(it->first)) &&
+                      (reprobe_.count(it->first) || pairs_.count(it->first));
+    it = keep ? std::next(it) : strikes_.erase(it);
+  }
   // Hard cap: the least recently probed go first.
   if (pairs_.size() > options_.max_pairs) {
     std::vector<std::pair<double, PairKey>> age;
@@ -384,6 +469,7 @@ void Doctor::Round(uint64_t t) {
   }
   counters_["rounds"]++;
   counters_["peers"] = static_cast<uint64_t>(n - 1);
+  peer_count_ = static_cast<size_t>(n - 1);
 }
 
 Report Doctor::Snapshot() const {
@@ -399,14 +485,7 @@ Report Doctor::Snapshot() const {
     for (auto& [k, v] : server_->counters()) r.counters[k] += v;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  size_t others = 0;
-  for (const PeerAddress& a : last_peers_) {
-    const std::string key = a.ToString();
-    bool mine =
-        self_addresses_.count(key) > 0 || (a.port == listen_.port && IsLocalAddress(a.host));
-    if (!mine) ++others;
-  }
-  r.peers = others;
+  r.peers = peer_count_;  // of the last round: no getifaddrs here, and none under mu_
   for (const auto& [k, p] : pairs_) r.pairs.push_back(p);
   r.rtt = rtt_;
   r.failures = failures_;

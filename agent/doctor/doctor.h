@@ -8,10 +8,12 @@
 #define FABRIC_AGENT_DOCTOR_DOCTOR_H_
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -39,7 +41,15 @@ struct DoctorOptions {
   size_t max_pairs = 8192;  // pairs (and so series per gauge) kept at most
   std::string node_name;    // "" = $NODE_NAME, else the host name
   ProberLimits limits;
+  // This network namespace's addresses, asked once per round (a test seam;
+  // default LocalAddresses()).
+  std::function<std::set<std::string>()> local_addresses;
 };
+
+// Sets what libfabric reads from the environment (FI_UNIVERSE_SIZE, which
+// ofi_rxm sizes its CQs by) unless the operator set it. setenv is not
+// thread-safe: call it from main() before any thread starts.
+void PrepareProcessEnvironment();
 
 // Checks the flags' values (period > 0, peers spec, address).
 absl::Status ValidateOptions(const DoctorOptions& o);
@@ -72,6 +82,7 @@ class Doctor {
     std::string control_reason;
     absl::Time last_info = absl::InfinitePast();
     bool fabric_failed = false;
+    int down_rounds = 0;  // consecutive rounds with control and every probe failed
   };
   using PairKey = std::tuple<std::string, std::string, std::string>;  // local, peer addr, peer dev
 
@@ -102,6 +113,12 @@ class Doctor {
   std::map<std::pair<std::string, std::string>, RttHistogram> rtt_;
   std::map<std::string, uint64_t> failures_;
   std::map<std::string, uint64_t> counters_;
+  size_t peer_count_ = 0;  // other nodes in the last round's ring
+  // A failed observation of a pair is shown only when the pair's next probe
+  // (in the next round) fails too: strikes_ counts consecutive failures, and
+  // reprobe_ holds the pairs to probe again next round.
+  std::map<PairKey, int> strikes_;
+  std::set<PairKey> reprobe_;
 };
 
 }  // namespace fabric::doctor

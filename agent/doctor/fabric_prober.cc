@@ -7,8 +7,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +55,9 @@ struct Slot {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+constexpr size_t kPaddedAddress = 256;  // > kMaxEndpointName, > any sockaddr
+static_assert(kPaddedAddress > kMaxEndpointName);
+
 }  // namespace
 
 struct FabricProber::Device {
@@ -70,6 +75,7 @@ struct FabricProber::Device {
   void* desc = nullptr;
   int wait_fd = -1;  // the CQ's wait fd (FI_WAIT_FD), -1 when the provider has none
   std::string name;
+  size_t addrlen = 0;  // the provider's address length (info->src_addrlen, = our name's)
   std::string address;
   std::vector<Slot> send_slots = std::vector<Slot>(kSendSlots);
   std::vector<Slot> recv_slots = std::vector<Slot>(kRecvSlots);
@@ -95,6 +101,29 @@ struct FabricProber::Device {
     for (Slot& s : send_slots) s.busy = s.orphaned = false;
   }
 };
+
+namespace {
+
+// Whether a peer's endpoint name may be handed to fi_av_insert on `d`: exactly
+// the provider's address length (fi_av_insert takes no length and reads as
+// many bytes as the provider's address format has), and for socket addresses
+// the same family as ours (the provider sizes those by their family).
+absl::Status AddressFits(const FabricProber::Device& d, const std::string& name) {
+  if (name.size() != d.addrlen) {
+    return absl::InvalidArgumentError(
+        fmt::format("peer endpoint name is {} bytes; the {} provider's addresses are {} bytes",
+                    name.size(), d.provider, d.addrlen));
+  }
+  const uint32_t format = d.info ? d.info->addr_format : uint32_t{FI_FORMAT_UNSPEC};
+  if ((format == FI_SOCKADDR || format == FI_SOCKADDR_IN || format == FI_SOCKADDR_IN6) &&
+      name.size() >= sizeof(sa_family_t) && d.name.size() >= sizeof(sa_family_t) &&
+      std::memcmp(name.data(), d.name.data(), sizeof(sa_family_t)) != 0) {
+    return absl::InvalidArgumentError("peer endpoint name is another address family than ours");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 struct FabricProber::Batch {
   std::vector<ProbeRequest> requests;
@@ -222,6 +251,13 @@ absl::Status OpenDevice(FabricProber::Device& d) {
     return absl::OutOfRangeError(fmt::format("endpoint name of {} bytes is too long", len));
   }
   d.name.assign(name, len);
+  // fi_av_insert reads src_addrlen bytes of a peer's name (no length is
+  // passed); our own name must have that length too, or we could not check.
+  d.addrlen = d.info->src_addrlen != 0 ? d.info->src_addrlen : len;
+  if (d.addrlen != len || len == 0) {
+    return absl::FailedPreconditionError(fmt::format(
+        "endpoint name is {} bytes but the provider's address length is {}", len, d.addrlen));
+  }
   char str[256];
   size_t slen = sizeof(str);
   d.address = fi_av_straddr(av, name, str, &slen) ? std::string(str) : "";
@@ -250,8 +286,9 @@ FabricProber::FabricProber(std::vector<LocalDeviceSpec> devices, ProberLimits li
 FabricProber::~FabricProber() { Stop(); }
 
 absl::Status FabricProber::Start() {
-  // ofi_rxm over verbs sizes CQs by FI_UNIVERSE_SIZE (see fabricctl bench).
-  setenv("FI_UNIVERSE_SIZE", "1024", /*overwrite=*/0);
+  // No setenv here: by now other threads run (fabric-agent's servers), and
+  // setenv races with every getenv. FI_UNIVERSE_SIZE is set by the mains
+  // before any thread starts (doctor::PrepareProcessEnvironment).
   size_t opened = 0;
   std::string errors;
   for (const LocalDeviceSpec& spec : specs_) {
@@ -317,16 +354,68 @@ std::vector<DeviceEndpoint> FabricProber::names() const {
   return names_;
 }
 
-void FabricProber::AllowSenders(const std::vector<std::string>& names) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& n : names) {
-    if (!senders_.insert(n).second) continue;
-    sender_order_.push_back(n);
-    while (sender_order_.size() > limits_.max_senders) {
-      senders_.erase(sender_order_.front());
-      sender_order_.pop_front();
-    }
+void FabricProber::DropIntroduction(Source& src, std::map<std::string, Introduction>::iterator it) {
+  for (const std::string& n : it->second.names) {
+    auto s = senders_.find(n);
+    if (s != senders_.end() && --s->second == 0) senders_.erase(s);
   }
+  src.names -= it->second.names.size();
+  sender_total_ -= it->second.names.size();
+  src.askers.erase(it);
+}
+
+void FabricProber::AllowSenders(const std::string& source, const std::string& asker,
+                                const std::vector<std::string>& names) {
+  std::vector<std::string> unique(names.begin(), names.end());
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (unique.size() > limits_.max_senders_per_source) {
+    unique.resize(limits_.max_senders_per_source);
+    counters_["allow_list_truncated"]++;
+  }
+  Source& src = sources_[source];
+  if (auto it = src.askers.find(asker); it != src.askers.end()) DropIntroduction(src, it);
+  // Room within this source: only its own least recently renewed entries go.
+  while (!src.askers.empty() && src.names + unique.size() > limits_.max_senders_per_source) {
+    auto oldest = src.askers.begin();
+    for (auto it = src.askers.begin(); it != src.askers.end(); ++it) {
+      if (it->second.renewed < oldest->second.renewed) oldest = it;
+    }
+    DropIntroduction(src, oldest);
+    counters_["allow_list_evicted"]++;
+  }
+  // Room overall: other sources' entries go only once they are stale.
+  if (sender_total_ + unique.size() > limits_.max_senders) {
+    const auto stale = now - absl::ToChronoNanoseconds(limits_.sender_ttl);
+    for (auto& [addr, other] : sources_) {
+      for (auto it = other.askers.begin(); it != other.askers.end();) {
+        auto next = std::next(it);
+        if (it->second.renewed < stale) {
+          DropIntroduction(other, it);
+          counters_["allow_list_expired"]++;
+        }
+        it = next;
+      }
+    }
+    std::erase_if(sources_,
+                  [&](const auto& e) { return e.second.askers.empty() && &e.second != &src; });
+  }
+  if (sender_total_ + unique.size() > limits_.max_senders) {
+    counters_["allow_list_full"]++;
+    if (src.askers.empty()) sources_.erase(source);
+    return;
+  }
+  for (const std::string& n : unique) senders_[n]++;
+  src.names += unique.size();
+  sender_total_ += unique.size();
+  src.askers[asker] = {std::move(unique), now};
+}
+
+bool FabricProber::SenderAllowed(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return senders_.count(name) > 0;
 }
 
 std::map<std::string, uint64_t> FabricProber::counters() const {
@@ -401,13 +490,18 @@ void FabricProber::Run() {
   auto lookup = [&](Device& d, const std::string& name) -> std::optional<fi_addr_t> {
     auto it = d.av_cache.find(name);
     if (it != d.av_cache.end()) return it->second;
+    if (!AddressFits(d, name).ok()) return std::nullopt;
     if (d.av_cache.size() >= limits_.max_peers_av) {
       for (auto& [n, a] : d.av_cache) fi_av_remove(d.av.get(), &a, 1, 0);
       d.av_cache.clear();
       d.in_flight.clear();
     }
+    // A zero-padded copy: a provider that sizes the address by its content
+    // (a socket address' family) still never reads past our buffer.
+    char padded[kPaddedAddress] = {};
+    std::memcpy(padded, name.data(), name.size());
     fi_addr_t addr = FI_ADDR_UNSPEC;
-    int n = fi_av_insert(d.av.get(), name.data(), 1, &addr, 0, nullptr);
+    int n = fi_av_insert(d.av.get(), padded, 1, &addr, 0, nullptr);
     if (n != 1) return std::nullopt;
     d.av_cache[name] = addr;
     return addr;
@@ -489,6 +583,10 @@ void FabricProber::Run() {
           continue;
         }
         Device& d = *devices_[req.device];
+        if (absl::Status fits = AddressFits(d, req.peer_name); !fits.ok()) {
+          finish(*b, i, {false, -1, "bad_address", std::string(fits.message())});
+          continue;
+        }
         auto to = lookup(d, req.peer_name);
         if (!to) {
           finish(*b, i, {false, -1, "bad_address", "fi_av_insert rejected the peer's name"});

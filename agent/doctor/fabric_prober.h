@@ -7,11 +7,21 @@
 // answered only for senders the control channel introduced (AllowSenders),
 // at most `reply_rate` per second per device (a token bucket), so a peer
 // cannot drive our send rate; anything that does not decode is counted as
-// garbage and dropped.
+// garbage and dropped. A peer endpoint name reaches fi_av_insert only when it
+// has exactly the length of our own endpoint's address (and, for socket
+// addresses, the same address family), from a zero-padded copy.
+//
+// The allow-list is bound to the source address that introduced a sender:
+// each source holds at most max_senders_per_source names and can only evict
+// its own (least recently renewed) introductions; other sources' entries are
+// dropped only when they were not renewed for sender_ttl and room is needed.
+// When the whole list is full of fresh entries, a new introduction is refused
+// (counted allow_list_full), never one of another source's taken away.
 #ifndef FABRIC_AGENT_DOCTOR_FABRIC_PROBER_H_
 #define FABRIC_AGENT_DOCTOR_FABRIC_PROBER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -50,9 +60,11 @@ struct ProbeResult {
 };
 
 struct ProberLimits {
-  double reply_rate = 100;      // replies per second per device (token bucket rate)
-  double reply_burst = 200;     // bucket size
-  size_t max_senders = 65536;   // introduced endpoint names kept
+  double reply_rate = 100;               // replies per second per device (token bucket rate)
+  double reply_burst = 200;              // bucket size
+  size_t max_senders = 65536;            // introduced endpoint names kept, all sources
+  size_t max_senders_per_source = 1024;  // per control-connection source address
+  absl::Duration sender_ttl = absl::Minutes(10);  // unrenewed this long: may make room
   size_t max_peers_av = 16384;  // address vector entries per device before a reset
   absl::Duration stuck_after = absl::Seconds(3);  // a send never completing: reopen
 };
@@ -77,8 +89,12 @@ class FabricProber {
   // Blocks until every probe is answered or `timeout` passed.
   std::vector<ProbeResult> Probe(const std::vector<ProbeRequest>& probes, absl::Duration timeout);
 
-  // Endpoint names whose probes we answer.
-  void AllowSenders(const std::vector<std::string>& names);
+  // Endpoint names whose probes we answer, introduced by `asker` (its node
+  // name) from control-connection source address `source`. Replaces that
+  // asker's earlier introduction from the same source.
+  void AllowSenders(const std::string& source, const std::string& asker,
+                    const std::vector<std::string>& names);
+  bool SenderAllowed(const std::string& name) const;
 
   std::map<std::string, uint64_t> counters() const;
 
@@ -105,8 +121,18 @@ class FabricProber {
   std::deque<std::shared_ptr<Batch>> queued_;  // handed to the thread
   std::vector<LocalEndpoint> endpoints_;       // ABSL_GUARDED_BY(mu_)
   std::vector<DeviceEndpoint> names_;
-  std::set<std::string> senders_;
-  std::deque<std::string> sender_order_;
+  struct Introduction {
+    std::vector<std::string> names;
+    std::chrono::steady_clock::time_point renewed;
+  };
+  struct Source {
+    std::map<std::string, Introduction> askers;
+    size_t names = 0;
+  };
+  void DropIntroduction(Source& src, std::map<std::string, Introduction>::iterator it);
+  std::map<std::string, Source> sources_;    // by source address
+  std::map<std::string, uint32_t> senders_;  // name -> introductions holding it
+  size_t sender_total_ = 0;                  // names over all introductions
   std::map<std::string, uint64_t> counters_;
   std::deque<std::pair<size_t, std::pair<std::string, std::string>>> raw_;  // SendRaw queue
 };

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fabric-doctor: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  fabric::doctor::PrepareProcessEnvironment();  // setenv: before any thread starts
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

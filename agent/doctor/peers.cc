@@ -158,12 +158,11 @@ absl::StatusOr<std::vector<PeerAddress>> ResolvePeers(const PeerSpec& spec, uint
   return out;
 }
 
-bool IsLocalAddress(const std::string& host) {
-  if (host == "127.0.0.1" || host == "::1" || host == "localhost") return true;
+std::set<std::string> LocalAddresses() {
+  std::set<std::string> out = {"127.0.0.1", "::1", "localhost"};
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr) continue;
     char buf[INET6_ADDRSTRLEN] = {};
     if (i->ifa_addr->sa_family == AF_INET) {
@@ -174,10 +173,12 @@ bool IsLocalAddress(const std::string& host) {
     } else {
       continue;
     }
-    found = host == buf;
+    out.insert(buf);
   }
   freeifaddrs(list);
-  return found;
+  return out;
 }
+
+bool IsLocalAddress(const std::string& host) { return LocalAddresses().count(host) > 0; }
 
 }  // namespace fabric::doctor

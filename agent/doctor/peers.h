@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,11 @@ absl::StatusOr<std::vector<PeerAddress>> ResolvePeers(const PeerSpec& spec, uint
                                                       const DnsLookup& lookup = {});
 absl::StatusOr<std::vector<std::string>> GetAddrInfo(const std::string& name);
 
-// True if `host` is one of this network namespace's addresses.
+// This network namespace's addresses (numeric), plus 127.0.0.1, ::1 and
+// localhost; one getifaddrs call.
+std::set<std::string> LocalAddresses();
+// True if `host` is one of this network namespace's addresses (one
+// getifaddrs call: ask LocalAddresses() once for many hosts).
 bool IsLocalAddress(const std::string& host);
 
 }  // namespace fabric::doctor

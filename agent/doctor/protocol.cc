@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/utf8.h"
 
 namespace fabric::doctor {
 namespace {
@@ -71,6 +73,26 @@ absl::Status Garbage(const char* what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed control message: ", what));
 }
 
+// Marks a decode error as a name that is not clean text (ControlRejectReason).
+constexpr char kReasonPayload[] = "type.fabric/doctor.control_reject_reason";
+
+absl::Status CheckName(absl::string_view what, absl::string_view s) {
+  absl::Status st = CheckExternalName(what, s, kMaxNameLength);
+  if (st.ok()) return st;
+  absl::Status out = absl::InvalidArgumentError(absl::StrCat("control message: ", st.message()));
+  out.SetPayload(kReasonPayload, absl::Cord("control_bad_name"));
+  return out;
+}
+
+absl::Status CheckInfoNames(const NodeInfo& info) {
+  if (absl::Status s = CheckName("node name", info.node); !s.ok()) return s;
+  for (const DeviceEndpoint& d : info.devices) {
+    if (absl::Status s = CheckName("device name", d.device); !s.ok()) return s;
+    if (absl::Status s = CheckName("provider name", d.provider); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> EncodeControl(const ControlMessage& m) {
@@ -78,12 +100,14 @@ absl::StatusOr<std::string> EncodeControl(const ControlMessage& m) {
   PutU8(out, kProtocolVersion);
   PutU8(out, static_cast<uint8_t>(m.type));
   if (m.type == ControlType::kError) {
-    if (!PutString(out, m.error.substr(0, kMaxNameLength), kMaxNameLength)) {
+    if (absl::Status s = CheckName("error text", m.error); !s.ok()) return s;
+    if (!PutString(out, m.error, kMaxNameLength)) {
       return absl::InvalidArgumentError("error message too long");
     }
     return out;
   }
   if (m.info.devices.size() > kMaxDevices) return absl::InvalidArgumentError("too many devices");
+  if (absl::Status s = CheckInfoNames(m.info); !s.ok()) return s;
   if (!PutString(out, m.info.node, kMaxNameLength)) {
     return absl::InvalidArgumentError("node name too long");
   }
@@ -118,6 +142,7 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::string& payload) {
     case static_cast<uint8_t>(ControlType::kError):
       m.type = ControlType::kError;
       if (!r.String(kMaxNameLength, m.error)) return Garbage("error text");
+      if (absl::Status s = CheckName("error text", m.error); !s.ok()) return s;
       break;
     case static_cast<uint8_t>(ControlType::kQuery):
     case static_cast<uint8_t>(ControlType::kInfo): {
@@ -140,7 +165,17 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::string& payload) {
       return Garbage("unknown type");
   }
   if (r.left() != 0) return Garbage("trailing bytes");
+  // Checked after the structure, so a frame that is both is garbage first.
+  if (m.type != ControlType::kError) {
+    if (absl::Status s = CheckInfoNames(m.info); !s.ok()) return s;
+  }
   return m;
+}
+
+std::string ControlRejectReason(const absl::Status& decode_error) {
+  if (absl::IsFailedPrecondition(decode_error)) return "control_version";
+  if (auto p = decode_error.GetPayload(kReasonPayload); p.has_value()) return std::string(*p);
+  return "control_garbage";
 }
 
 std::string Frame(const std::string& payload) {

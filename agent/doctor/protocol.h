@@ -52,11 +52,23 @@ struct ControlMessage {
   std::string error;  // kError
 };
 
-// Payload only (no length prefix). Encode never fails for valid sizes;
-// oversized fields are an InvalidArgument.
+// Payload only (no length prefix). Oversized fields, and names or error text
+// that the decoder would refuse (see DecodeControl), are an InvalidArgument:
+// we never send what a peer must reject.
 absl::StatusOr<std::string> EncodeControl(const ControlMessage& m);
-// kInvalidArgument for garbage; kFailedPrecondition for another version.
+// A pure function (bytes in, message or error out; no I/O, no state), the
+// entry point for the control-frame fuzzer. kInvalidArgument for garbage and
+// for a node, device or provider name or error text that is not clean text
+// (CheckExternalName: valid UTF-8, no control characters, <= kMaxNameLength
+// bytes), so nothing a peer sends reaches JSON, Prometheus labels or logs
+// unchecked; kFailedPrecondition for another version. Endpoint names are raw
+// provider bytes and are only length-checked here (the prober checks them
+// against the provider's exact address length).
 absl::StatusOr<ControlMessage> DecodeControl(const std::string& payload);
+// The counted reason for a DecodeControl error: "control_bad_name" (a name or
+// error text that is not clean text), "control_version" (another version) or
+// "control_garbage" (anything else).
+std::string ControlRejectReason(const absl::Status& decode_error);
 // The 4-byte length prefix + payload.
 std::string Frame(const std::string& payload);
 
@@ -69,6 +81,9 @@ struct ProbeMessage {
 };
 // Writes into `out` (at least kMaxProbeMessage bytes); returns the length.
 size_t EncodeProbe(const ProbeMessage& m, char* out);
+// A pure function, the entry point for the probe-message fuzzer. The sender
+// name is raw provider bytes (checked against the allow-list and the
+// provider's address length by the prober, never rendered).
 absl::StatusOr<ProbeMessage> DecodeProbe(const char* data, size_t len);
 
 }  // namespace fabric::doctor

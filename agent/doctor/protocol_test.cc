@@ -4,8 +4,12 @@
 
 #include <random>
 
+#include "agent/base/utf8.h"
+
 namespace fabric::doctor {
 namespace {
+
+std::string EscapeForTest(const std::string& s) { return EscapeBytes(s); }
 
 NodeInfo Sample() {
   return NodeInfo{"node-a",
@@ -51,6 +55,75 @@ TEST(ControlProtocol, RefusesOversizedFields) {
   NodeInfo many = Sample();
   many.devices.resize(kMaxDevices + 1, many.devices[0]);
   EXPECT_FALSE(EncodeControl({ControlType::kInfo, many, ""}).ok());
+}
+
+// Issue 19: names and error text from a peer reach JSON and Prometheus; bytes
+// that are not clean text (ill-formed UTF-8, control characters) are rejected
+// where they enter, with their own reason.
+TEST(ControlProtocol, RejectsNamesThatAreNotCleanText) {
+  const std::string bad[] = {"\xff\xfe", "caf\xc3",  "a\nb",        std::string("a\0b", 3),
+                             "x\x7f",    "\xc2\x85", "\xed\xa0\x80"};
+  for (const std::string& b : bad) {
+    // Encoded with a placeholder of the same length, then patched, so the
+    // encoder's own checks do not stop the frame before the decoder sees it.
+    const std::string placeholder(b.size(), 'Z');
+    auto patch = [&](NodeInfo info) {
+      ControlMessage m{ControlType::kInfo, std::move(info), ""};
+      auto enc = EncodeControl(m);
+      EXPECT_TRUE(enc.ok()) << enc.status();
+      std::string out = enc.value_or("");
+      size_t at = out.find(placeholder);
+      EXPECT_NE(at, std::string::npos);
+      if (at != std::string::npos) out.replace(at, b.size(), b);
+      return out;
+    };
+    NodeInfo node = Sample();
+    node.node = placeholder;
+    NodeInfo device = Sample();
+    device.devices[1].device = placeholder;
+    NodeInfo provider = Sample();
+    provider.devices[0].provider = placeholder;
+    for (const std::string& payload : {patch(node), patch(device), patch(provider)}) {
+      auto dec = DecodeControl(payload);
+      ASSERT_FALSE(dec.ok()) << EscapeForTest(b);
+      EXPECT_TRUE(absl::IsInvalidArgument(dec.status())) << dec.status();
+      EXPECT_EQ(ControlRejectReason(dec.status()), "control_bad_name") << dec.status();
+      EXPECT_TRUE(IsValidUtf8(dec.status().message())) << EscapeForTest(b);
+    }
+    // The error text of an Error frame is held to the same rule.
+    std::string err = std::string("FDOC\x01\x03", 6);
+    err.push_back(0);
+    err.push_back(static_cast<char>(b.size()));
+    err += b;
+    auto dec = DecodeControl(err);
+    ASSERT_FALSE(dec.ok()) << EscapeForTest(b);
+    EXPECT_EQ(ControlRejectReason(dec.status()), "control_bad_name");
+  }
+  // Clean UTF-8 (not only ASCII) still decodes.
+  NodeInfo utf8 = Sample();
+  utf8.node =
+      "n\xc3\xb6"
+      "de-\xe2\x82\xac";
+  auto enc = EncodeControl({ControlType::kQuery, utf8, ""});
+  ASSERT_TRUE(enc.ok());
+  auto dec = DecodeControl(*enc);
+  ASSERT_TRUE(dec.ok()) << dec.status();
+  EXPECT_EQ(dec->info.node, utf8.node);
+}
+
+TEST(ControlProtocol, GarbageAndVersionHaveTheirOwnReasons) {
+  EXPECT_EQ(ControlRejectReason(DecodeControl("nope").status()), "control_garbage");
+  auto enc = EncodeControl({ControlType::kQuery, Sample(), ""});
+  ASSERT_TRUE(enc.ok());
+  std::string other = *enc;
+  other[4] = 9;
+  EXPECT_EQ(ControlRejectReason(DecodeControl(other).status()), "control_version");
+}
+
+TEST(ControlProtocol, EncoderRefusesWhatPeersWouldReject) {
+  NodeInfo bad = Sample();
+  bad.node = "\xff";
+  EXPECT_FALSE(EncodeControl({ControlType::kQuery, bad, ""}).ok());
 }
 
 TEST(ControlProtocol, RandomBytesNeverDecodeOrCrash) {

@@ -5,20 +5,33 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/utf8.h"
 
 namespace fabric::doctor {
 namespace {
 
+// A Prometheus label value: valid UTF-8 (ill-formed bytes become U+FFFD),
+// the format's three escapes (\\, \", \n), and every other control character
+// as U+FFFD, so no value, whatever bytes it holds, can break the scrape.
 std::string Escape(const std::string& v) {
+  const std::string text = SanitizeUtf8(v);
   std::string out;
-  for (char c : v) {
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c == '\\' || c == '"') {
       out.push_back('\\');
-      out.push_back(c);
+      out.push_back(static_cast<char>(c));
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\xEF\xBF\xBD";
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      out += "\xEF\xBF\xBD";  // a C1 control (U+0080..U+009F)
+      ++i;
     } else {
-      out.push_back(c);
+      out.push_back(static_cast<char>(c));
     }
   }
   return out;
@@ -44,13 +57,15 @@ const char* VerdictName(Verdict v) {
       return "peer-down";
     case Verdict::kNoPeers:
       return "no-peers";
+    case Verdict::kNotProbed:
+      return "not-probed";
   }
   return "?";
 }
 
 absl::StatusOr<Verdict> ParseVerdict(const std::string& name) {
-  for (Verdict v :
-       {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown, Verdict::kNoPeers}) {
+  for (Verdict v : {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown,
+                    Verdict::kNoPeers, Verdict::kNotProbed}) {
     if (name == VerdictName(v)) return v;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown verdict '", name, "'"));
@@ -69,12 +84,17 @@ const char* LikelyCause(Verdict v) {
              "its link is down, or it is unreachable over IP";
     case Verdict::kNoPeers:
       return "no other node in the peer list: check --doctor-peers (headless Service / file)";
+    case Verdict::kNotProbed:
+      return "some pairs were never probed (not a network verdict): the two nodes' providers "
+             "differ, a local endpoint is not open, or the peer reports no usable probe "
+             "endpoint; each pair's last_error says which";
   }
   return "";
 }
 
 Verdict PairVerdict(const PairStatus& p) {
   if (p.reachable) return Verdict::kOk;
+  if (!p.not_probed.empty()) return Verdict::kNotProbed;
   if (p.control_reachable) return Verdict::kFabricUnreachable;
   return Verdict::kPeerDown;
 }
@@ -82,13 +102,15 @@ Verdict PairVerdict(const PairStatus& p) {
 Verdict OverallVerdict(const std::vector<PairStatus>& pairs, bool have_peers) {
   // Nothing judged yet (before the first round) is no evidence of health.
   if (!have_peers || pairs.empty()) return Verdict::kNoPeers;
-  bool down = false;
+  bool down = false, not_probed = false;
   for (const PairStatus& p : pairs) {
     Verdict v = PairVerdict(p);
     if (v == Verdict::kFabricUnreachable) return v;
     down = down || v == Verdict::kPeerDown;
+    not_probed = not_probed || v == Verdict::kNotProbed;
   }
-  return down ? Verdict::kPeerDown : Verdict::kOk;
+  if (down) return Verdict::kPeerDown;
+  return not_probed ? Verdict::kNotProbed : Verdict::kOk;
 }
 
 const std::vector<double>& RttHistogram::Bounds() {
@@ -132,6 +154,15 @@ std::string RenderMetrics(const Report& r) {
                        Num(std::max(0.0, since)));
   }
   out +=
+      "# HELP fabric_peer_not_probed 1 for a pair whose last round sent no fabric probe, with "
+      "why (provider_mismatch, endpoint_closed, peer_has_no_device, bad_address); absent for "
+      "probed pairs.\n# TYPE fabric_peer_not_probed gauge\n";
+  for (const PairStatus& p : r.pairs) {
+    if (p.reachable || p.not_probed.empty()) continue;
+    out += fmt::format("fabric_peer_not_probed{{{},reason=\"{}\"}} 1\n", PairLabels(p),
+                       Escape(p.not_probed));
+  }
+  out +=
       "# HELP fabric_peer_rtt_seconds Round trip of successful fabric probes.\n"
       "# TYPE fabric_peer_rtt_seconds histogram\n";
   for (const auto& [key, h] : r.rtt) {
@@ -163,8 +194,8 @@ std::string RenderMetrics(const Report& r) {
       "# HELP fabric_doctor_verdict 1 for the doctor's current overall verdict.\n"
       "# TYPE fabric_doctor_verdict gauge\n";
   Verdict overall = OverallVerdict(r.pairs, r.peers > 0);
-  for (Verdict v :
-       {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown, Verdict::kNoPeers}) {
+  for (Verdict v : {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown,
+                    Verdict::kNoPeers, Verdict::kNotProbed}) {
     out += fmt::format("fabric_doctor_verdict{{verdict=\"{}\"}} {}\n", VerdictName(v),
                        v == overall ? 1 : 0);
   }
@@ -180,7 +211,8 @@ nlohmann::ordered_json PairJson(const PairStatus& p) {
           {"control_reachable", p.control_reachable},
           {"rtt_seconds", p.rtt_seconds >= 0 ? nlohmann::ordered_json(p.rtt_seconds)
                                              : nlohmann::ordered_json(nullptr)},
-          {"last_error", p.last_error}};
+          {"last_error", p.last_error},
+          {"not_probed", p.not_probed}};
 }
 
 nlohmann::ordered_json RenderPeersJson(const Report& r) {
@@ -238,6 +270,7 @@ absl::StatusOr<PeersDocument> ParsePeersJson(const std::string& text) {
                         ? p["rtt_seconds"].get<double>()
                         : -1;
     s.last_error = p.value("last_error", "");
+    s.not_probed = p.value("not_probed", "");
     s.peer_address = p.value("peer_address", "");
     doc.pairs.push_back(std::move(s));
   }

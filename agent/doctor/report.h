@@ -15,8 +15,9 @@
 
 namespace fabric::doctor {
 
-enum class Verdict { kOk, kFabricUnreachable, kPeerDown, kNoPeers };
-const char* VerdictName(Verdict v);  // "ok", "fabric-unreachable", "peer-down", "no-peers"
+enum class Verdict { kOk, kFabricUnreachable, kPeerDown, kNoPeers, kNotProbed };
+// "ok", "fabric-unreachable", "peer-down", "no-peers", "not-probed"
+const char* VerdictName(Verdict v);
 absl::StatusOr<Verdict> ParseVerdict(const std::string& name);
 // What to check for a failing verdict (one line); "" for ok.
 const char* LikelyCause(Verdict v);
@@ -33,15 +34,20 @@ struct PairStatus {
   std::string last_error;          // of the last failed probe or query; "" after a success
   double last_success_unix = 0;    // 0: never
   double last_probe_unix = 0;
+  // Why no fabric probe was sent ("" when one was): provider_mismatch,
+  // endpoint_closed (our endpoint is not open), peer_has_no_device,
+  // bad_address (the peer's endpoint name does not fit our provider).
+  std::string not_probed;
   bool operator==(const PairStatus&) const = default;
 };
 
-// reachable -> ok; control answers but fabric not -> fabric-unreachable;
-// both silent -> peer-down.
+// reachable -> ok; not probed (not_probed set) -> not-probed; control
+// answers but fabric not -> fabric-unreachable; both silent -> peer-down.
 Verdict PairVerdict(const PairStatus& p);
-// no-peers when there is no other node or no pair was probed yet; else the worst pair verdict
-// (fabric-unreachable before peer-down: it points at the network config,
-// which breaks many pairs at once).
+// no-peers when there is no other node or no pair was probed yet; else the
+// worst pair verdict: fabric-unreachable (it points at the network config,
+// which breaks many pairs at once), then peer-down, then not-probed (a
+// configuration fact of one pair, never security-group advice).
 Verdict OverallVerdict(const std::vector<PairStatus>& pairs, bool have_peers);
 
 class RttHistogram {
@@ -81,7 +87,7 @@ struct Report {
 std::string RenderMetrics(const Report& r);
 // One pair as the documented `fabricctl doctor -o json` shape: peer_node,
 // local_device, peer_device, provider, reachable, control_reachable,
-// rtt_seconds (null before a success), last_error.
+// rtt_seconds (null before a success), last_error, not_probed ("" if probed).
 nlohmann::ordered_json PairJson(const PairStatus& p);
 nlohmann::ordered_json RenderPeersJson(const Report& r);
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "agent/base/utf8.h"
+
 namespace fabric::doctor {
 namespace {
 
@@ -68,6 +72,36 @@ TEST(Report, MetricsCarryTheIssueLabelsAndHistogram) {
   EXPECT_NE(m.find(R"(fabric_peer_probe_failures_total{reason="fabric_timeout"} 3)"),
             std::string::npos);
   EXPECT_NE(m.find(R"(fabric_doctor_verdict{verdict="fabric-unreachable"} 1)"), std::string::npos);
+}
+
+// Issue 19: a label value that is not clean UTF-8 (or carries a newline or a
+// quote) must not break the whole scrape.
+TEST(Report, MetricsLabelValuesAreAlwaysSafe) {
+  Report r;
+  r.peers = 1;
+  PairStatus p = Pair(true, true);
+  p.peer_node = "bad\xff\xfe";
+  p.local_device = "a\"b\\c\nd\re";
+  p.peer_device = std::string("nul\0x", 5);
+  r.pairs.push_back(p);
+  r.rtt[{"dev\xc3", "efa"}].Observe(0.001);
+  r.failures["reason\x80"] = 1;
+  r.counters["event\n"] = 1;
+  const std::string m = RenderMetrics(r);
+  EXPECT_TRUE(IsValidUtf8(m));
+  EXPECT_EQ(m.find('\0'), std::string::npos);
+  EXPECT_EQ(m.find('\r'), std::string::npos);
+  // Every line is a comment or `name{labels} value`: no value leaked a newline.
+  for (absl::string_view line : absl::StrSplit(m, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    EXPECT_TRUE(absl::StartsWith(line, "fabric_")) << line;
+    EXPECT_NE(line.find("} "), absl::string_view::npos) << line;
+  }
+  // The three escapes of the text format; other controls become U+FFFD.
+  EXPECT_NE(m.find("local_device=\"a\\\"b\\\\c\\nd\xEF\xBF\xBD"
+                   "e\""),
+            std::string::npos)
+      << m;
 }
 
 TEST(Report, JsonHasTheDocumentedShapeAndParsesBack) {

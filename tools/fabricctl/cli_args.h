@@ -28,6 +28,7 @@ enum ExitCode : int {
   kExitDoctorFabricUnreachable = 10,  // doctor: a peer's control answers, its fabric does not
   kExitDoctorPeerDown = 11,           // doctor: a peer answers neither
   kExitDoctorNoPeers = 12,            // doctor: no other node in the peer list
+  kExitDoctorNotProbed = 13,          // doctor: pairs never probed (provider mismatch, ...)
 };
 
 enum class OutputFormat { kText, kJson };

@@ -25,6 +25,8 @@ int DoctorExitCode(Verdict v) {
       return kExitDoctorPeerDown;
     case Verdict::kNoPeers:
       return kExitDoctorNoPeers;
+    case Verdict::kNotProbed:
+      return kExitDoctorNotProbed;
   }
   return kExitError;
 }
@@ -58,7 +60,7 @@ std::string DoctorText(const PeersDocument& doc) {
                        p.rtt_seconds >= 0 ? fmt::format("{:.1f}us", p.rtt_seconds * 1e6) : "-",
                        doctor::VerdictName(doctor::PairVerdict(p)), p.last_error);
   }
-  for (Verdict v : {Verdict::kFabricUnreachable, Verdict::kPeerDown}) {
+  for (Verdict v : {Verdict::kFabricUnreachable, Verdict::kPeerDown, Verdict::kNotProbed}) {
     if (seen.count(v))
       out += fmt::format("likely cause ({}): {}\n", doctor::VerdictName(v), doctor::LikelyCause(v));
   }

@@ -45,11 +45,11 @@ TEST(DoctorCmd, ParsesFlags) {
 
 TEST(DoctorCmd, DistinctExitCodePerVerdict) {
   std::set<int> codes;
-  for (Verdict v :
-       {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown, Verdict::kNoPeers}) {
+  for (Verdict v : {Verdict::kOk, Verdict::kFabricUnreachable, Verdict::kPeerDown,
+                    Verdict::kNoPeers, Verdict::kNotProbed}) {
     codes.insert(DoctorExitCode(v));
   }
-  EXPECT_EQ(codes.size(), 4u);
+  EXPECT_EQ(codes.size(), 5u);
   EXPECT_EQ(DoctorExitCode(Verdict::kOk), 0);
   // None collides with the generic error/usage codes or check/bench's.
   for (int c : {1, 2, 3, 4, 5, 6, 7, 8}) EXPECT_EQ(codes.count(c), 0u);
@@ -65,7 +65,7 @@ TEST(DoctorCmd, JsonHasExactlyTheDocumentedKeys) {
   for (auto& [k, v] : j["pairs"][0].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"peer_node", "local_device", "peer_device", "provider",
                                             "reachable", "control_reachable", "rtt_seconds",
-                                            "last_error"}));
+                                            "last_error", "not_probed"}));
   EXPECT_TRUE(j["pairs"][1]["rtt_seconds"].is_null());
   EXPECT_EQ(j["pairs"][1]["control_reachable"], true);
 }
@@ -77,6 +77,29 @@ TEST(DoctorCmd, TextNamesTheFailingPairAndTheLikelyCause) {
   EXPECT_NE(t.find("likely cause (fabric-unreachable): control channel answers"),
             std::string::npos);
   EXPECT_EQ(t.find("likely cause (peer-down)"), std::string::npos);
+}
+
+// Issue 19: a pair that was never probed (provider mismatch) is its own
+// verdict, and never gets the security-group advice.
+TEST(DoctorCmd, NotProbedPairsGetTheirOwnCauseNotTheSecurityGroup) {
+  doctor::PeersDocument d;
+  d.node = "node-a";
+  PairStatus p;
+  p.peer_node = "node-b";
+  p.local_device = "rdmap0";
+  p.peer_device = "mlx5_0";
+  p.provider = "efa";
+  p.control_reachable = true;
+  p.not_probed = "provider_mismatch";
+  p.last_error = "provider mismatch: local efa, peer verbs;ofi_rxm";
+  d.pairs = {p};
+  d.verdict = doctor::OverallVerdict(d.pairs, true);
+  EXPECT_EQ(d.verdict, Verdict::kNotProbed);
+  EXPECT_EQ(DoctorExitCode(d.verdict), 13);
+  std::string t = DoctorText(d);
+  EXPECT_NE(t.find("likely cause (not-probed)"), std::string::npos) << t;
+  EXPECT_EQ(t.find("security group"), std::string::npos) << t;
+  EXPECT_EQ(DoctorJson(d)["pairs"][0]["not_probed"], "provider_mismatch");
 }
 
 }  // namespace
