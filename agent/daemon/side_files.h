@@ -3,15 +3,24 @@
 // writes from a PoolRegistry::View copied under the registry's lock and does
 // the disk I/O outside it, on its own thread, so Allocate never waits on a
 // disk. Changes arriving while a write is in progress coalesce into one more.
+// A failed write is retried with capped exponential backoff until it succeeds;
+// a file that keeps failing is reported (Health, /metrics, /readyz), and with
+// --cdi-devices a pool whose spec cannot be written refuses Allocate with the
+// reason (CdiSpecReady) rather than hand out names no runtime can resolve.
 #ifndef FABRIC_AGENT_DAEMON_SIDE_FILES_H_
 #define FABRIC_AGENT_DAEMON_SIDE_FILES_H_
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "agent/cdi/cdi_spec.h"
@@ -27,6 +36,22 @@ struct SideFileOptions {
   std::string memlock_hook_path;  // empty: no hook in the specs
   std::string memlock_limit = "unlimited";
   std::string nfd_features_file;  // empty: not written
+  // A failed write is retried after retry_initial, doubling up to retry_max,
+  // for as long as it fails (a full disk or a read-only mount can clear).
+  std::chrono::milliseconds retry_initial{500};
+  std::chrono::milliseconds retry_max{30000};
+  // Consecutive failed attempts after which a file is reported as failing
+  // (about 7 s of retries with the defaults).
+  int attempts_before_failing = 5;
+};
+
+// How one side file fares: "cdi" (every CDI spec) or "nfd" (the feature file).
+struct SideFileHealth {
+  std::string file;
+  uint64_t write_errors = 0;     // failed write attempts, ever
+  int consecutive_failures = 0;  // since the last good write
+  bool failing = false;          // consecutive_failures >= attempts_before_failing
+  std::string last_error;        // of the last failed attempt; empty once written
 };
 
 // One pool's CDI spec: a device per present device of the pool; rdma_cm only
@@ -47,9 +72,30 @@ class SideFileWriter {
   void Poke();
   void Stop();
 
+  // One entry per file this writer writes (cdi and/or nfd). Thread-safe.
+  std::vector<SideFileHealth> Health() const;
+  // OK unless `kind`'s CDI spec has failed to be written
+  // attempts_before_failing times in a row: then an error that says why and
+  // what to do, for Allocate to refuse with (the runtime could not resolve
+  // the CDI names it returns). Thread-safe, never waits on the disk.
+  absl::Status CdiSpecReady(const std::string& kind) const;
+  // "" when no file is failing, else why, for /readyz.
+  std::string NotReadyReason() const;
+  // fabric_side_file_write_errors_total{file} and fabric_side_file_failing{file}.
+  std::string MetricsText() const;
+
  private:
+  struct Outcome {
+    int attempts = 0;
+    int consecutive = 0;
+    uint64_t errors = 0;
+    std::string last_error;
+  };
   void Run();
   void Write(const PoolRegistry::View& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Records one attempt's result for `file`; returns its consecutive failures.
+  int Record(Outcome* o, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_);
+  std::chrono::milliseconds Backoff(int consecutive_failures) const;
 
   const PoolRegistry* registry_;
   const SideFileOptions options_;
@@ -63,6 +109,13 @@ class SideFileWriter {
   std::condition_variable cv_;
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // When a failed write is retried; unset while every file is written.
+  std::optional<std::chrono::steady_clock::time_point> retry_at_ ABSL_GUARDED_BY(mu_);
+  mutable std::mutex health_mu_;  // leaf lock: never held across I/O
+  Outcome cdi_health_ ABSL_GUARDED_BY(health_mu_);
+  Outcome nfd_health_ ABSL_GUARDED_BY(health_mu_);
+  // Per CDI kind: consecutive failed writes and the last error; absent once written.
+  std::map<std::string, std::pair<int, std::string>> cdi_kind_failures_ ABSL_GUARDED_BY(health_mu_);
   std::thread thread_;
 };
 
