@@ -46,7 +46,15 @@ Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
       registry_(std::make_unique<PoolRegistry>(RegistryOptions(options_))),
       side_files_(std::make_unique<SideFileWriter>(registry_.get(), SideOptions(options_))),
-      plugins_(std::make_unique<PluginManager>(options_.paths, options_.registration)) {}
+      plugins_(std::make_unique<PluginManager>(options_.paths, options_.registration)) {
+  // With --cdi-devices Allocate returns CDI names: while a pool's spec cannot
+  // be written (after the writer's retries), its Allocate says why instead.
+  if (options_.cdi_devices) {
+    plugins_->SetAllocateCheck([this](const PoolSnapshot& snap) {
+      return snap.cdi_kind.empty() ? absl::OkStatus() : side_files_->CdiSpecReady(snap.cdi_kind);
+    });
+  }
+}
 
 Agent::~Agent() { Stop(); }
 
@@ -212,6 +220,7 @@ void Agent::RunAllocationWatcher() {
 }
 
 bool Agent::RefreshAllocations() {
+  out += side_files_->MetricsText();
   if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
   podresources_seen_ = true;
   const absl::Time listed_at = absl::Now();

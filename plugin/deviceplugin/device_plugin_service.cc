@@ -23,8 +23,7 @@ class ListAndWatchReactor final : public grpc::ServerWriteReactor<v1beta1::ListA
                                   public PoolSubscriber {
  public:
   explicit ListAndWatchReactor(std::shared_ptr<PoolState> pool) : pool_(std::move(pool)) {
-    auto first = pool_->Subscribe(this);
-    Push(first);
+    pool_->Subscribe(this);  // pushes the first list, ordered with later pushes
     constructed_.store(true, std::memory_order_release);
   }
 
@@ -161,6 +160,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     }
     *resp->add_container_responses() = std::move(*c);
   }
+  if (status.ok() && check_) status = ToGrpcStatus(check_(*snap));
   if (status.ok()) {
     // Record the grant with the pools before answering: a device granted here
     // is withdrawn from conflicting pools now, and a grant that collides with
@@ -177,8 +177,8 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     pool_->stats().allocate_errors++;
     resp->Clear();
     LogWarn(Component::kPlugin, "Allocate refused: {}", status.error_message());
-    pool_->stats().allocate_ok++;
   } else {
+    pool_->stats().allocate_ok++;
     std::string ids;
     for (const auto& c : req->container_requests()) {
       for (const auto& id : c.devices_ids()) ids += (ids.empty() ? "" : ",") + id;

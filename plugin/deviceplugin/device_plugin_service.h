@@ -18,7 +18,14 @@ namespace fabric {
 
 class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {
  public:
-  explicit DevicePluginService(std::shared_ptr<PoolState> pool) : pool_(std::move(pool)) {
+  // Asked by Allocate, after the request checks out and before the grant is
+  // claimed: an error refuses the Allocate with its message (e.g. the pool's
+  // CDI spec cannot be written, so the names Allocate returns would not
+  // resolve). Called on gRPC threads; must not block.
+  using AllocateCheck = std::function<absl::Status(const PoolSnapshot& snap)>;
+
+  explicit DevicePluginService(std::shared_ptr<PoolState> pool, AllocateCheck check = nullptr)
+      : pool_(std::move(pool)), check_(std::move(check)) {
     published_.store(true, std::memory_order_release);
   }
   ~DevicePluginService() override { (void)returned_.load(std::memory_order_acquire); }
@@ -56,6 +63,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
     const DevicePluginService* s_;
   };
   std::shared_ptr<PoolState> pool_;
+  const AllocateCheck check_;
   std::atomic<bool> published_{false};
   mutable std::atomic<uint64_t> returned_{0};
 };

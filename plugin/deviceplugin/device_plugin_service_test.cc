@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,14 +29,16 @@ RdmaDevice Efa(const std::string& name, int uverbs) {
 // through a claimer the test controls.
 class DevicePluginServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Serve(nullptr); }
+  void Serve(DevicePluginService::AllocateCheck check) {
+    if (server_) server_->Shutdown();
     config_.name = "vpc.amazonaws.com/efa";
     config_.mode = PoolMode::kExclusive;
     SnapshotInputs in;
     in.pool = &config_;
     in.devices = {Efa("rdmap0", 0), Efa("rdmap1", 1)};
     pool_ = std::make_shared<PoolState>(BuildSnapshot(in));
-    service_ = std::make_unique<DevicePluginService>(pool_);
+    service_ = std::make_unique<DevicePluginService>(pool_, std::move(check));
     const std::string socket = dir_.path() + "/dp.sock";
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -49,12 +52,14 @@ class DevicePluginServiceTest : public ::testing::Test {
     if (server_) server_->Shutdown();
   }
 
-  grpc::Status Allocate(const std::string& id) {
+  grpc::Status Allocate(const std::string& id, v1beta1::AllocateResponse* out = nullptr) {
     v1beta1::AllocateRequest req;
     req.add_container_requests()->add_devices_ids(id);
     v1beta1::AllocateResponse resp;
     grpc::ClientContext ctx;
-    return stub_->Allocate(&ctx, req, &resp);
+    grpc::Status s = stub_->Allocate(&ctx, req, &resp);
+    if (out) *out = resp;
+    return s;
   }
 
   // The counters as /metrics renders them.
@@ -108,6 +113,34 @@ TEST_F(DevicePluginServiceTest, OkCountsAtCompletionAndNeverGoesDown) {
   EXPECT_EQ(last.allocate_ok, 1u);
   EXPECT_EQ(last.allocate_error, 2u);
   EXPECT_EQ(pool_->stats().allocate_calls.load(), 3u);
+}
+
+// The allocate check (the agent's: is this pool's CDI spec written?) refuses
+// before anything is claimed, with its message, and counts as an error.
+TEST_F(DevicePluginServiceTest, AllocateCheckRefusesBeforeClaimingWithItsMessage) {
+  std::atomic<bool> refuse{true};
+  Serve([&](const PoolSnapshot& snap) {
+    EXPECT_EQ(snap.resource, "vpc.amazonaws.com/efa");
+    return refuse ? absl::UnavailableError("CDI spec not written: make /var/run/cdi writable")
+                  : absl::OkStatus();
+  });
+  std::atomic<int> claims{0};
+  pool_->SetClaimer([&](const std::string&, const std::vector<std::string>&) {
+    ++claims;
+    return absl::OkStatus();
+  });
+  v1beta1::AllocateResponse resp;
+  grpc::Status refused = Allocate("rdmap0", &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(refused.error_message(), "CDI spec not written: make /var/run/cdi writable");
+  EXPECT_EQ(resp.container_responses_size(), 0);
+  EXPECT_EQ(claims, 0);
+  refuse = false;
+  EXPECT_TRUE(Allocate("rdmap0").ok());
+  EXPECT_EQ(claims, 1);
+  PoolMetrics m = Rendered();
+  EXPECT_EQ(m.allocate_ok, 1u);
+  EXPECT_EQ(m.allocate_error, 1u);
 }
 
 }  // namespace

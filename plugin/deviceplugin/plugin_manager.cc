@@ -84,8 +84,9 @@ bool ParseRegistrationMode(const std::string& s, RegistrationMode* out) {
 // One pool's gRPC server on its socket, and its registration state.
 class PluginManager::PoolServer {
  public:
-  PoolServer(std::shared_ptr<PoolState> pool, std::string socket, RegistrationMode mode)
-      : pool_(std::move(pool)), socket_(std::move(socket)), mode_(mode) {
+  PoolServer(std::shared_ptr<PoolState> pool, std::string socket, RegistrationMode mode,
+             DevicePluginService::AllocateCheck check)
+      : pool_(std::move(pool)), socket_(std::move(socket)), mode_(mode), check_(std::move(check)) {
     status_.resource = pool_->resource();
     status_.socket = socket_;
     status_.mode = mode_ == RegistrationMode::kWatcher ? "watcher" : "kubelet";
@@ -101,7 +102,7 @@ class PluginManager::PoolServer {
           absl::StrCat("socket path too long for a unix socket: ", socket_));
     }
     ::unlink(socket_.c_str());
-    service_ = std::make_unique<DevicePluginService>(pool_);
+    service_ = std::make_unique<DevicePluginService>(pool_, check_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
     builder.RegisterService(service_.get());
@@ -219,6 +220,7 @@ class PluginManager::PoolServer {
   const std::string socket_;
   const RegistrationMode mode_;
   std::unique_ptr<DevicePluginService> service_;
+  const DevicePluginService::AllocateCheck check_;
   std::unique_ptr<WatcherRegistrationService> registration_;
   std::unique_ptr<grpc::Server> server_;
   uint64_t inode_ = 0;
@@ -262,7 +264,7 @@ absl::Status PluginManager::AddPool(std::shared_ptr<PoolState> pool) {
     pools_[pool->resource()] = pool;
     if (!started_) return absl::OkStatus();
     servers_[pool->resource()] =
-        std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_);
+        std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_, allocate_check_);
   }
   // Only the watch thread starts and registers servers once running: two
   // threads reconciling the same server would serve and register it twice.
@@ -297,7 +299,8 @@ absl::Status PluginManager::Start() {
     if (started_) return absl::FailedPreconditionError("plugin manager already started");
     mode_ = mode;
     for (auto& [name, pool] : pools_) {
-      auto server = std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_);
+      auto server =
+          std::make_shared<PoolServer>(pool, SocketPathFor(*pool, mode_), mode_, allocate_check_);
       servers_[name] = server;
       servers.push_back(server);
     }

@@ -44,6 +44,13 @@ class PluginManager {
   PluginManager(HostPaths paths, RegistrationMode mode);
   ~PluginManager();
 
+  // Every pool's Allocate asks `check` before it grants (see
+  // DevicePluginService::AllocateCheck). Call before AddPool.
+  void SetAllocateCheck(DevicePluginService::AllocateCheck check) {
+    std::lock_guard<std::mutex> lock(mu_);
+    allocate_check_ = std::move(check);
+  }
+
   // Adds a pool (before Start, or live on config reload).
   absl::Status AddPool(std::shared_ptr<PoolState> pool);
   // Stops serving a pool and removes its socket (config reload).
@@ -79,6 +86,7 @@ class PluginManager {
   uint64_t kubelet_restarts_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_kubelet_inode_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  DevicePluginService::AllocateCheck allocate_check_ ABSL_GUARDED_BY(mu_);
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
   std::thread thread_;
