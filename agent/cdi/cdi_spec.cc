@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/json_text.h"
 #include "agent/base/status_macros.h"
 
 namespace fabric::cdi {
@@ -227,7 +228,7 @@ absl::StatusOr<std::string> RenderSpec(const CdiSpecInput& input) {
   if (!input.common_nodes.empty() || input.memlock_hook) {
     spec["containerEdits"] = EditsJson(input.common_nodes, {}, input.memlock_hook);
   }
-  return spec.dump(2) + "\n";
+  return DumpJson(spec, 2) + "\n";
 }
 
 absl::StatusOr<CdiSpecInput> ParseSpec(const std::string& json_text) {

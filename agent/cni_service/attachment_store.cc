@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 
@@ -180,7 +181,7 @@ absl::Status AttachmentStore::Save(const AttachmentRecord& record) {
           absl::StrCat("CNI state file ", path, " already holds another attachment"));
     }
   }
-  FABRIC_RETURN_IF_ERROR(WriteFileAtomic(path, ToJson(record).dump(2) + "\n", 0600));
+  FABRIC_RETURN_IF_ERROR(WriteFileAtomic(path, DumpJson(ToJson(record), 2) + "\n", 0600));
   // A record an older agent wrote for this key now lives under the new name.
   if (const std::string legacy = LegacyPathFor(record.key); legacy != path) {
     auto old = LoadPath(legacy, record.key);

@@ -1,6 +1,7 @@
 #include "agent/daemon/agent.h"
 
 #include "agent/base/file_util.h"
+#include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
@@ -256,7 +257,7 @@ std::string Agent::PeersJson() const {
   nlohmann::json out{{"verdict", "error"},
                      {"error", "doctor not running: " + doctor_error_},
                      {"pairs", nlohmann::json::array()}};
-  return out.dump(2) + "\n";
+  return DumpJson(out, 2) + "\n";
 }
 
 std::string Agent::NotReadyReason() const {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/base/utf8.h"
 #include "agent/doctor/scheme.h"
@@ -497,6 +498,6 @@ Report Doctor::Snapshot() const {
 
 std::string Doctor::MetricsText() const { return RenderMetrics(Snapshot()); }
 
-std::string Doctor::PeersJson() const { return RenderPeersJson(Snapshot()).dump(2) + "\n"; }
+std::string Doctor::PeersJson() const { return DumpJson(RenderPeersJson(Snapshot()), 2) + "\n"; }
 
 }  // namespace fabric::doctor

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
+#include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "nlohmann/json.hpp"
@@ -312,7 +313,7 @@ void Inventory::SaveState() {
   if (options_.state_file.empty()) return;
   json devices = json::array();
   for (const RdmaDevice& d : current_.devices) devices.push_back(ToJson(d));
-  std::string text = json{{"devices", devices}}.dump(1) + "\n";
+  std::string text = DumpJson(json{{"devices", devices}}, 1) + "\n";
   if (text == saved_) return;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(options_.state_file).parent_path(), ec);

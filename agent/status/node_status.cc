@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/host_paths.h"
+#include "agent/base/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric::status {
@@ -130,7 +131,7 @@ std::string NodeJson(const StatusInput& in) {
   }
   out["allocations"] = holds;
   out["warnings"] = node.inventory.warnings;
-  return out.dump(2) + "\n";
+  return DumpJson(out, 2) + "\n";
 }
 
 }  // namespace fabric::status

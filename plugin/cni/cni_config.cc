@@ -3,6 +3,8 @@
 #include <cctype>
 #include <sstream>
 
+#include "agent/base/json_text.h"
+
 namespace fabric::cni {
 namespace {
 
@@ -270,21 +272,21 @@ std::string ErrorJson(const CniError& e, const std::string& cni_version) {
   j["code"] = e.code;
   j["msg"] = e.msg;
   if (!e.details.empty()) j["details"] = e.details;
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return DumpJson(j);
 }
 
 std::string VersionJson() {
   Json j;
   j["cniVersion"] = kLatestVersion;
   j["supportedVersions"] = SupportedVersions();
-  return j.dump();
+  return DumpJson(j);
 }
 
 std::string AddResultJson(const Invocation& inv) {
-  if (inv.prev_result) return inv.prev_result->dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (inv.prev_result) return DumpJson(*inv.prev_result);
   Json j;
   j["cniVersion"] = inv.cni_version;
-  return j.dump();
+  return DumpJson(j);
 }
 
 }  // namespace fabric::cni

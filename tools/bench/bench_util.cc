@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 
+#include "agent/base/json_text.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -101,7 +102,7 @@ bool WriteJson(const std::vector<Row>& rows, const std::string& path) {
     out.push_back(j);
   }
   std::ofstream f(path);
-  f << out.dump(1) << "\n";
+  f << DumpJson(out, 1) << "\n";
   return static_cast<bool>(f);
 }
 

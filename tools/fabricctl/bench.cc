@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
+#include "agent/base/json_text.h"
 #include "agent/libfabric/fabric_error.h"
 #include "tools/fabricctl/bench_endpoint.h"
 #include "tools/fabricctl/bench_ops.h"
@@ -188,7 +189,7 @@ int RunClient(const BenchOptions& o, int fd) {
     fmt::print(stderr, "fabricctl bench: warning: server did not acknowledge the end\n");
   }
   if (o.format == OutputFormat::kJson) {
-    fmt::print("{}\n", BenchResultToJson(r).dump(2));
+    fmt::print("{}\n", DumpJson(BenchResultToJson(r), 2));
   } else {
     fmt::print("{}", BenchResultToText(r));
   }

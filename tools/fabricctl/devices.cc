@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agent/base/host_paths.h"
+#include "agent/base/json_text.h"
 #include "agent/discovery/sysfs_discovery.h"
 
 namespace fabric::fabricctl {
@@ -138,7 +139,7 @@ int RunDevices(const DevicesOptions& o) {
     return kExitError;
   }
   if (o.format == OutputFormat::kJson) {
-    fmt::print("{}\n", DevicesToJson(*inv, config, source).dump(2));
+    fmt::print("{}\n", DumpJson(DevicesToJson(*inv, config, source), 2));
   } else {
     fmt::print("{}", DevicesToText(*inv, config, source));
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "agent/base/json_text.h"
 #include "agent/metrics/http_client.h"
 #include "tools/fabricctl/bench.h"
 
@@ -144,7 +145,7 @@ int RunDoctor(const DoctorOptions& o) {
     return kExitError;
   }
   if (o.format == OutputFormat::kJson) {
-    fmt::print("{}\n", DoctorJson(*doc).dump(2));
+    fmt::print("{}\n", DumpJson(DoctorJson(*doc), 2));
   } else {
     fmt::print("{}", DoctorText(*doc));
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/base/json_text.h"
 #include "tools/fabricctl/bench.h"
 #include "tools/fabricctl/check_collect.h"
 #include "tools/fabricctl/check_verdict.h"
@@ -20,7 +21,7 @@ int RunCheck(const CheckOptions& o) {
   CheckPolicy policy{o.provider, o.min_memlock};
   CheckReport report = Decide(facts, policy);
   if (o.format == OutputFormat::kJson) {
-    fmt::print("{}\n", CheckReportToJson(facts, policy, report).dump(2));
+    fmt::print("{}\n", DumpJson(CheckReportToJson(facts, policy, report), 2));
   } else {
     fmt::print("{}", CheckReportToText(facts, policy, report));
   }

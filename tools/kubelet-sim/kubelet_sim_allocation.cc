@@ -17,6 +17,7 @@
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
 #include "agent/base/grpc_status.h"
+#include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
@@ -352,7 +353,7 @@ void KubeletSim::WriteCheckpointLocked() {
   nlohmann::json doc = {
       {"Data", {{"PodDeviceEntries", entries}, {"RegisteredDevices", registered}}},
       {"Checksum", 0}};
-  absl::Status status = WriteFileAtomic(CheckpointPath(), doc.dump(), 0644);
+  absl::Status status = WriteFileAtomic(CheckpointPath(), DumpJson(doc), 0644);
   if (!status.ok()) LogWarn(Component::kSim, "writing checkpoint: {}", status.ToString());
 }
 
