@@ -6,37 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/file_util.h"
+#include "agent/base/prometheus_text.h"
 
 namespace fabric {
-
-std::string EscapeLabel(const std::string& v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
 
 namespace {
 
 // Label values are views: every sample is written before its values go away.
 using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
-
-void AppendEscaped(std::string* out, std::string_view v) {
-  if (v.find_first_of("\\\"\n") == std::string_view::npos) {
-    out->append(v);
-    return;
-  }
-  out->append(EscapeLabel(std::string(v)));
-}
 
 // Collects samples per family so each family's HELP/TYPE is written once and
 // its samples stay together, as the text format requires. Appends in place:
@@ -65,7 +42,8 @@ class Writer {
         if (i) out->push_back(',');
         out->append(labels[i].first);
         out->append("=\"");
-        AppendEscaped(out, labels[i].second);
+        // The one escaper (agent/base): any bytes give a parsable line.
+        AppendPrometheusLabelValue(out, labels[i].second);
         out->push_back('"');
       }
       out->push_back('}');

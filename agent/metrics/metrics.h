@@ -64,9 +64,6 @@ class MetricsRenderer {
 // tests). A long-lived caller keeps a MetricsRenderer instead.
 std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths);
 
-// Label value escaping per the text format (\\, \", \n).
-std::string EscapeLabel(const std::string& v);
-
 }  // namespace fabric
 
 #endif  // FABRIC_AGENT_METRICS_METRICS_H_
