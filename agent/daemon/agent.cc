@@ -261,7 +261,10 @@ std::string Agent::PeersJson() const {
 }
 
 std::string Agent::NotReadyReason() const {
-  return status::NotReadyReason(Registrations(*plugins_));
+  std::string why = status::NotReadyReason(Registrations(*plugins_));
+  const std::string more = readiness_.Join();
+  if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
+  return why;
 }
 
 std::string Agent::NodeJson() const { return status::NodeJson(StatusNow()); }

@@ -87,7 +87,12 @@ class Agent {
 
   // The HTTP views.
   std::string MetricsText() const;
+  // /readyz: runs on the HTTP event loop, so it must stay cheap and never
+  // block: registrations (short locks) plus readiness() reasons.
   std::string NotReadyReason() const;
+  // Where other parts report why the agent is not ready (see
+  // status::ReadinessReasons); /readyz answers 503 while any is set.
+  status::ReadinessReasons& readiness() { return readiness_; }
   std::string NodeJson() const;
   std::string PeersJson() const;  // the doctor's /v1/peers
   int metrics_port() const { return http_ ? http_->port() : 0; }
@@ -128,6 +133,7 @@ class Agent {
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
+  status::ReadinessReasons readiness_;  // read by /readyz on the HTTP loop
   std::atomic<uint64_t> podresources_errors_{0};
   std::atomic<bool> podresources_seen_{false};  // the socket existed once
   std::unique_ptr<doctor::Doctor> doctor_;      // null unless --doctor (and it could start)

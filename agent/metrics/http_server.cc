@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/errors.h"
 #include "agent/base/logging.h"
+#include "agent/base/utf8.h"
 #include "agent/metrics/http_request.h"
 
 namespace fabric {
@@ -42,6 +43,8 @@ const char* StatusText(int status) {
       return "Method Not Allowed";
     case 431:
       return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
     case 503:
       return "Service Unavailable";
   }
@@ -52,13 +55,39 @@ std::shared_ptr<const std::string> Body(std::string s) {
   return std::make_shared<const std::string>(std::move(s));
 }
 
+// The body of a 500: short, and never the exception's text (it may hold
+// bytes from a peer; the log has it, escaped).
+constexpr char kInternalError[] = "internal error\n";
+
+// Runs `fn`; on an exception logs it (the first, then every 100th, so a
+// handler failing on every request cannot flood the log), counts it and
+// returns false.
+template <typename Fn>
+bool Guarded(const char* what, std::atomic<uint64_t>& errors, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    if (errors++ % 100 == 0) {
+      LogError(Component::kMetrics, "{} handler failed, answered 500 ({} so far): {}", what,
+               errors.load(), EscapeBytes(e.what(), 256));
+    }
+  } catch (...) {
+    if (errors++ % 100 == 0) {
+      LogError(Component::kMetrics, "{} handler failed, answered 500 ({} so far)", what,
+               errors.load());
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 struct HttpServer::Conn {
   enum State { kReading, kWaiting, kWriting };
   int fd = -1;
   State state = kReading;
-  absl::Time deadline;
+  Clock::time_point deadline;
   bool head_only = false;
   std::string in;
   std::string head;
@@ -68,7 +97,10 @@ struct HttpServer::Conn {
 
 HttpServer::HttpServer(HttpHandlers handlers, absl::Duration metrics_cache,
                        HttpServerOptions options)
-    : handlers_(std::move(handlers)), cache_(metrics_cache), options_(options) {}
+    : handlers_(std::move(handlers)),
+      cache_(std::max(Clock::duration::zero(), std::chrono::duration_cast<Clock::duration>(
+                                                   absl::ToChronoNanoseconds(metrics_cache)))),
+      options_(options) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -125,7 +157,8 @@ absl::Status HttpServer::Start(const std::string& address) {
   stop_ = false;
   worker_ = std::thread([this] { Work(); });
   loop_ = std::thread([this] { Loop(); });
-  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node on {}:{}", host, port_);
+  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node{} on {}:{}",
+          handlers_.peers_json ? " /v1/peers" : "", host, port_);
   return absl::OkStatus();
 }
 
@@ -149,33 +182,70 @@ void HttpServer::Wake() {
   (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
-std::shared_ptr<const std::string> HttpServer::FreshMetrics() {
+std::shared_ptr<const std::string> HttpServer::Fresh(View view) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (cache_ > absl::ZeroDuration() && cached_ && absl::Now() - cached_at_ < cache_) return cached_;
+  const Cached& c = cached_[view];
+  if (cache_ > Clock::duration::zero() && c.body && Clock::now() - c.at < cache_) return c.body;
   return nullptr;
 }
 
 size_t HttpServer::cached_metrics_bytes() {
   std::lock_guard<std::mutex> lock(mu_);
-  return cached_ ? cached_->size() : 0;
+  return cached_[kMetrics].body ? cached_[kMetrics].body->size() : 0;
+}
+
+HttpServer::Done HttpServer::Render(View view) {
+  static constexpr const char* kPaths[] = {"/metrics", "/v1/node", "/v1/peers"};
+  std::string body;
+  const bool ok = Guarded(kPaths[view], handler_errors_, [&] {
+    switch (view) {
+      case kMetrics:
+        body = handlers_.metrics();
+        break;
+      case kNode:
+        body = handlers_.node_json();
+        break;
+      default:
+        body = handlers_.peers_json();
+        break;
+    }
+  });
+  renders_++;
+  if (!ok) return Done{view, 500, Body(kInternalError)};
+  if (view == kMetrics) {
+    // The server's own counter, after the agent's families.
+    absl::StrAppend(&body,
+                    "# HELP fabric_http_handler_errors_total HTTP requests answered 500 because "
+                    "their handler failed.\n"
+                    "# TYPE fabric_http_handler_errors_total counter\n"
+                    "fabric_http_handler_errors_total ",
+                    handler_errors_.load(), "\n");
+  }
+  return Done{view, 200, Body(std::move(body))};
 }
 
 void HttpServer::Work() {
   while (true) {
-    std::vector<Job> batch;
+    View view;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // A scrape comes every 15-60 s and the cache is good for one second:
-      // drop the body when it goes stale instead of keeping it (0.25 MiB at
-      // 32 devices, 1 MiB at 128) until the next scrape replaces it.
+      // drop a body when it goes stale instead of keeping it (0.25 MiB at
+      // 32 devices, 1 MiB at 128) until the next request replaces it.
       while (!stop_ && jobs_.empty()) {
-        if (!cached_) {
-          jobs_cv_.wait(lock);
-          continue;
+        bool dropped = false;
+        Clock::time_point next = Clock::time_point::max();
+        const Clock::time_point now = Clock::now();
+        for (Cached& c : cached_) {
+          if (!c.body) continue;
+          if (now - c.at >= cache_) {
+            c.body.reset();
+            dropped = true;
+          } else {
+            next = std::min(next, c.at + cache_);
+          }
         }
-        const absl::Time stale_at = cached_at_ + cache_;
-        if (absl::Now() >= stale_at) {
-          cached_.reset();
+        if (dropped) {
           // The render's transient memory (per-device sample vectors, label
           // strings) is freed by now but stays in the heap's free lists;
           // return those pages too (glibc; once per scrape, microseconds).
@@ -184,53 +254,21 @@ void HttpServer::Work() {
           lock.lock();
           continue;
         }
-        jobs_cv_.wait_for(lock, absl::ToChronoNanoseconds(stale_at - absl::Now()));
-      }
-      if (stop_) return;
-      batch.push_back(std::move(jobs_.front()));
-      jobs_.pop_front();
-      if (batch[0].path == "/metrics") {
-        // Every /metrics request already waiting shares this render.
-        for (auto it = jobs_.begin(); it != jobs_.end();) {
-          if (it->path == "/metrics") {
-            batch.push_back(std::move(*it));
-            it = jobs_.erase(it);
-          } else {
-            ++it;
-          }
+        if (next == Clock::time_point::max()) {
+          jobs_cv_.wait(lock);
+        } else {
+          jobs_cv_.wait_until(lock, next);
         }
       }
+      if (stop_) return;
+      view = jobs_.front();
+      jobs_.pop_front();
     }
-    Done d{0, 200, kText, nullptr};
-    const std::string& path = batch[0].path;
-    if (path == "/metrics") {
-      d.content_type = kMetricsType;
-      d.body = FreshMetrics();
-      if (!d.body) {
-        d.body = Body(handlers_.metrics());
-        renders_++;
-        std::lock_guard<std::mutex> lock(mu_);
-        cached_ = d.body;
-        cached_at_ = absl::Now();
-      }
-    } else if (path == "/readyz") {
-      std::string why = handlers_.not_ready_reason();
-      d.status = why.empty() ? 200 : 503;
-      d.body = Body(why.empty() ? "ready\n" : why + "\n");
-    } else if (path == "/v1/peers") {
-      d.content_type = "application/json";
-      d.body = Body(handlers_.peers_json());
-    } else {  // /v1/node
-      d.content_type = "application/json";
-      d.body = Body(handlers_.node_json());
-    }
+    Done d = Render(view);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Job& j : batch) {
-        Done one = d;
-        one.conn_id = j.conn_id;
-        done_.push_back(std::move(one));
-      }
+      if (d.status == 200) cached_[view] = Cached{d.body, Clock::now()};
+      done_.push_back(std::move(d));
     }
     Wake();
   }
@@ -239,6 +277,10 @@ void HttpServer::Work() {
 void HttpServer::Loop() {
   std::map<uint64_t, Conn> conns;  // by id: oldest first
   uint64_t next_id = 1;
+  // Per view: the connections waiting for its render (in the queue or
+  // running). Non-empty means a job for it is pending: no second one.
+  std::vector<uint64_t> waiters[kViews];
+  static constexpr const char* kTypes[] = {kMetricsType, "application/json", "application/json"};
 
   auto close_conn = [&](std::map<uint64_t, Conn>::iterator it) {
     ::close(it->second.fd);
@@ -247,7 +289,7 @@ void HttpServer::Loop() {
   auto respond = [&](Conn& c, int status, const char* type,
                      std::shared_ptr<const std::string> body) {
     c.state = Conn::kWriting;
-    c.deadline = absl::Now() + options_.write_timeout;
+    c.deadline = Clock::now() + absl::ToChronoNanoseconds(options_.write_timeout);
     c.head =
         absl::StrCat("HTTP/1.1 ", status, " ", StatusText(status), "\r\nContent-Type: ", type,
                      "\r\nContent-Length: ", body->size(),
@@ -280,20 +322,21 @@ void HttpServer::Loop() {
       c.sent += static_cast<size_t>(w);
     }
   };
-  auto enqueue = [&](uint64_t id, Conn& c, const std::string& path) {
+  // Answers from the cache, or waits for the view's one render.
+  auto serve_view = [&](uint64_t id, Conn& c, View view) {
+    if (auto cached = Fresh(view)) {
+      respond(c, 200, kTypes[view], std::move(cached));
+      return;
+    }
+    c.state = Conn::kWaiting;
+    c.deadline = Clock::now() + absl::ToChronoNanoseconds(options_.queue_timeout);
+    waiters[view].push_back(id);
+    if (waiters[view].size() > 1) return;  // its render is already pending
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (jobs_.size() < options_.max_queued) {
-        jobs_.push_back({id, path, c.head_only});
-        c.state = Conn::kWaiting;
-        c.deadline = absl::Now() + options_.queue_timeout;
-      }
+      jobs_.push_back(view);
     }
-    if (c.state == Conn::kWaiting) {
-      jobs_cv_.notify_one();
-    } else {
-      respond(c, 503, kText, Body("busy\n"));
-    }
+    jobs_cv_.notify_one();
   };
   auto route = [&](uint64_t id, Conn& c, size_t head_end) {
     const HttpRequestHead req = ParseRequestHead(absl::string_view(c.in).substr(0, head_end));
@@ -309,15 +352,20 @@ void HttpServer::Loop() {
     const std::string& path = req.path;
     if (path == "/healthz") {
       respond(c, 200, kText, Body("ok\n"));
-    } else if (path == "/metrics") {
-      if (auto cached = FreshMetrics()) {
-        respond(c, 200, kMetricsType, std::move(cached));
+    } else if (path == "/readyz") {
+      // On the loop: cheap by contract (HttpHandlers::not_ready_reason).
+      std::string why;
+      if (!Guarded("/readyz", handler_errors_, [&] { why = handlers_.not_ready_reason(); })) {
+        respond(c, 500, kText, Body(kInternalError));
       } else {
-        enqueue(id, c, path);
+        respond(c, why.empty() ? 200 : 503, kText, Body(why.empty() ? "ready\n" : why + "\n"));
       }
-    } else if (path == "/readyz" || path == "/v1/node" ||
-               (path == "/v1/peers" && handlers_.peers_json)) {
-      enqueue(id, c, path);
+    } else if (path == "/metrics") {
+      serve_view(id, c, kMetrics);
+    } else if (path == "/v1/node") {
+      serve_view(id, c, kNode);
+    } else if (path == "/v1/peers" && handlers_.peers_json) {
+      serve_view(id, c, kPeers);
     } else {
       respond(c, 404, kText, Body("not found\n"));
     }
@@ -359,7 +407,7 @@ void HttpServer::Loop() {
       const uint64_t id = next_id++;
       Conn& c = conns[id];
       c.fd = fd;
-      c.deadline = absl::Now() + options_.read_timeout;
+      c.deadline = Clock::now() + absl::ToChronoNanoseconds(options_.read_timeout);
       // A probe's request is usually there already: answer it now.
       if (!read_some(id, c)) close_conn(conns.find(id));
     }
@@ -372,15 +420,15 @@ void HttpServer::Loop() {
     ids.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    absl::Time next = absl::Now() + absl::Seconds(1);
+    Clock::time_point next = Clock::now() + std::chrono::seconds(1);
     for (auto& [id, c] : conns) {
       short ev = c.state == Conn::kReading ? POLLIN : c.state == Conn::kWriting ? POLLOUT : 0;
       fds.push_back({c.fd, ev, 0});
       ids.push_back(id);
       next = std::min(next, c.deadline);
     }
-    const int timeout_ms =
-        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(next - absl::Now()) + 1));
+    const int timeout_ms = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count() + 1));
     int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) {
       LogError(Component::kMetrics, "poll: {}", std::strerror(errno));
@@ -397,10 +445,14 @@ void HttpServer::Loop() {
         done.swap(done_);
       }
       for (Done& d : done) {
-        auto it = conns.find(d.conn_id);
-        if (it == conns.end() || it->second.state != Conn::kWaiting) continue;  // gone meanwhile
-        respond(it->second, d.status, d.content_type.c_str(), std::move(d.body));
-        if (!write_some(it->second)) close_conn(it);
+        std::vector<uint64_t> ids_waiting;
+        ids_waiting.swap(waiters[d.view]);
+        for (uint64_t id : ids_waiting) {
+          auto it = conns.find(id);
+          if (it == conns.end() || it->second.state != Conn::kWaiting) continue;  // gone meanwhile
+          respond(it->second, d.status, d.status == 200 ? kTypes[d.view] : kText, d.body);
+          if (!write_some(it->second)) close_conn(it);
+        }
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -421,7 +473,7 @@ void HttpServer::Loop() {
       if (!keep) close_conn(it);
     }
     if (fds[1].revents & POLLIN) accept_all();
-    const absl::Time now = absl::Now();
+    const Clock::time_point now = Clock::now();
     for (auto it = conns.begin(); it != conns.end();) {
       it = it->second.deadline <= now ? close_conn(it) : std::next(it);
     }

@@ -1,23 +1,32 @@
-// The agent's HTTP endpoint: /metrics, /healthz, /readyz, /v1/node.
+// The agent's HTTP endpoint: /metrics, /healthz, /readyz, /v1/node, /v1/peers.
 //
 // A small HTTP/1.1 server (one request per connection, "Connection: close")
-// built so that no client can starve the liveness probe:
+// built so that no client can starve the probes:
 //  - one event-loop thread (poll) owns every socket; all I/O is non-blocking,
 //    so a client that sends or reads slowly occupies a slot, never a thread;
-//  - /healthz (and a /metrics answer from the cache) is answered on the loop
-//    itself, at once;
-//  - /metrics renders, /readyz and /v1/node run on one worker thread, off the
-//    loop; queued /metrics requests share one render, and a render is reused
-//    for metrics_cache, so a render's cost does not grow with the scrapers;
+//  - /healthz and /readyz are answered on the loop itself, at once: neither
+//    waits behind a render, so a full worker queue cannot fail readiness;
+//  - the three views (/metrics, /v1/node, /v1/peers) render on one worker
+//    thread, off the loop. Each view is rendered by at most one job at a
+//    time: every request for it that arrives meanwhile waits for that render
+//    and shares it, and a render is reused for `cache` (the same TTL for all
+//    three), so a view's cost does not grow with the clients asking for it;
+//  - a handler that throws is answered 500 and counted
+//    (fabric_http_handler_errors_total, appended to /metrics); the server
+//    serves on;
 //  - connections are capped; at the cap the oldest connection that has not
 //    finished sending its request is dropped for the new one (then the oldest
 //    of any kind), so a probe always gets in;
 //  - a request head must arrive within read_timeout of the connect, and a
 //    response must be taken within write_timeout, or the connection is closed.
+//  - every duration (cache age, deadlines) is measured on the monotonic clock
+//    (std::chrono::steady_clock): an NTP step of the wall clock neither freezes
+//    the cache nor expires every connection at once.
 #ifndef FABRIC_AGENT_METRICS_HTTP_SERVER_H_
 #define FABRIC_AGENT_METRICS_HTTP_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,9 +42,13 @@
 
 namespace fabric {
 
+// A handler may throw: the request is answered 500 and counted.
 struct HttpHandlers {
   std::function<std::string()> metrics;  // Prometheus text
-  // Empty string when ready; otherwise why not (503 body).
+  // Empty string when ready; otherwise why not (503 body). Called on the event
+  // loop for every /readyz: it must be cheap and must never block (read
+  // atomics or values cached by the threads that know them; no I/O, no lock
+  // held across I/O).
   std::function<std::string()> not_ready_reason;
   std::function<std::string()> node_json;
   // The fabric doctor's /v1/peers; unset: no such route (the doctor is off).
@@ -46,8 +59,7 @@ struct HttpServerOptions {
   int max_connections = 64;
   absl::Duration read_timeout = absl::Seconds(5);    // connect -> full request head
   absl::Duration write_timeout = absl::Seconds(10);  // response start -> fully sent
-  absl::Duration queue_timeout = absl::Seconds(30);  // waiting for the worker
-  size_t max_queued = 32;                            // worker jobs; beyond: 503
+  absl::Duration queue_timeout = absl::Seconds(30);  // waiting for a render
 };
 
 class HttpServer {
@@ -60,48 +72,53 @@ class HttpServer {
   void Stop();
   int port() const { return port_; }
 
-  // Renders done so far (tests).
+  // Renders of the three views done so far (tests).
   uint64_t renders() const { return renders_.load(); }
+  // Requests answered 500 because a handler threw.
+  uint64_t handler_errors() const { return handler_errors_.load(); }
   // Bytes of the /metrics body held for the cache (0 once it went stale).
   size_t cached_metrics_bytes();
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // The views rendered on the worker, each cached and shared.
+  enum View { kMetrics, kNode, kPeers, kViews };
   struct Conn;
-  struct Job {
-    uint64_t conn_id;
-    std::string path;
-    bool head = false;
-  };
   struct Done {
-    uint64_t conn_id;
+    View view;
     int status;
-    std::string content_type;
     std::shared_ptr<const std::string> body;
+  };
+  struct Cached {
+    std::shared_ptr<const std::string> body;
+    Clock::time_point at;
   };
 
   void Loop();
   void Work();
-  // The cached /metrics body if fresh enough, else nullptr.
-  std::shared_ptr<const std::string> FreshMetrics();
+  // Runs `view`'s handler: 200 and its body, or 500 when it throws.
+  Done Render(View view);
+  // The cached body of `view` if fresh enough, else nullptr.
+  std::shared_ptr<const std::string> Fresh(View view);
   void Wake();
 
   const HttpHandlers handlers_;
-  const absl::Duration cache_;
+  const Clock::duration cache_;
   const HttpServerOptions options_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop, or a worker result is ready
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> renders_{0};
+  std::atomic<uint64_t> handler_errors_{0};
   std::thread loop_;
   std::thread worker_;
 
-  std::mutex mu_;  // jobs_, done_, the metrics cache
+  std::mutex mu_;  // jobs_, done_, cached_
   std::condition_variable jobs_cv_;
-  std::deque<Job> jobs_;
+  std::deque<View> jobs_;  // at most one per view
   std::vector<Done> done_;
-  std::shared_ptr<const std::string> cached_;
-  absl::Time cached_at_ = absl::InfinitePast();
+  Cached cached_[kViews];
 };
 
 }  // namespace fabric

@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -17,7 +20,9 @@
 namespace fabric {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
 int Connect(int port, int rcv_timeout_ms = 3000) {
@@ -78,8 +83,23 @@ class HttpServerTest : public ::testing::Test {
       std::this_thread::sleep_for(render_delay_);
       return metrics_body_;
     };
-    h.not_ready_reason = [this] { return not_ready_; };
-    h.node_json = [] { return std::string("{\"devices\":[]}\n"); };
+    h.not_ready_reason = [this] {
+      if (throw_) throw std::runtime_error("readyz \xff");
+      return not_ready_;
+    };
+    h.node_json = [this] {
+      node_renders_++;
+      if (throw_) throw std::runtime_error("bad bytes \xff\xfe");
+      std::unique_lock<std::mutex> lock(mu_);
+      blocked_cv_.notify_all();
+      node_entered_ = true;
+      release_cv_.wait(lock, [this] { return !block_node_; });
+      return std::string("{\"devices\":[]}\n");
+    };
+    h.peers_json = [this]() -> std::string {
+      if (throw_) throw 42;  // not even a std::exception
+      return "{\"pairs\":[]}\n";
+    };
     server_ = std::make_unique<HttpServer>(h, cache, opts);
     ASSERT_OK(server_->Start("127.0.0.1:0"));
     port_ = server_->port();
@@ -92,6 +112,21 @@ class HttpServerTest : public ::testing::Test {
   std::string not_ready_;
   std::chrono::milliseconds render_delay_{0};
   std::atomic<int> renders_{0};
+  std::atomic<int> node_renders_{0};
+  std::atomic<bool> throw_{false};
+  // /v1/node blocks while block_node_ (a render that takes forever).
+  std::mutex mu_;
+  std::condition_variable release_cv_, blocked_cv_;
+  bool block_node_ = false;
+  bool node_entered_ = false;
+
+  void TearDown() override { ReleaseNode(); }
+
+  void ReleaseNode() {
+    std::lock_guard<std::mutex> lock(mu_);
+    block_node_ = false;
+    release_cv_.notify_all();
+  }
 };
 
 TEST_F(HttpServerTest, ServesTheFourEndpoints) {
@@ -102,7 +137,9 @@ TEST_F(HttpServerTest, ServesTheFourEndpoints) {
   EXPECT_THAT(h.head, HasSubstr("Content-Length: 3"));
   Reply m = Get(port_, "/metrics?x=1");
   EXPECT_EQ(m.status, 200);
-  EXPECT_EQ(m.body, metrics_body_);
+  // The agent's text, then the server's own counter.
+  EXPECT_THAT(m.body, StartsWith(metrics_body_));
+  EXPECT_THAT(m.body, EndsWith("\nfabric_http_handler_errors_total 0\n"));
   EXPECT_THAT(m.head, HasSubstr("text/plain; version=0.0.4"));
   EXPECT_EQ(Get(port_, "/readyz").status, 200);
   not_ready_ = "vpc.amazonaws.com/efa not registered";
@@ -217,16 +254,91 @@ TEST_F(HttpServerTest, SlowRenderNeitherBlocksProbesNorRunsPerScraper) {
 TEST_F(HttpServerTest, StaleMetricsBodyIsDroppedNotKeptUntilTheNextScrape) {
   metrics_body_ = std::string(300 * 1024, '#') + "\n";
   StartServer({}, absl::Seconds(1));
-  ASSERT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());
-  EXPECT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());  // from the cache
+  const size_t size = Get(port_, "/metrics").body.size();
+  ASSERT_GT(size, metrics_body_.size());
+  EXPECT_EQ(Get(port_, "/metrics").body.size(), size);  // from the cache
   EXPECT_EQ(renders_.load(), 1);
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (server_->cached_metrics_bytes() != 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(server_->cached_metrics_bytes(), 0u);
-  EXPECT_EQ(Get(port_, "/metrics").body.size(), metrics_body_.size());
+  EXPECT_EQ(Get(port_, "/metrics").body.size(), size);
   EXPECT_EQ(renders_.load(), 2);
+}
+
+// Issue 19: a handler that throws (nlohmann's type_error.316 on a peer's
+// bytes) ended the process: the worker had no catch. Now: 500, counted, and
+// the server serves on.
+TEST_F(HttpServerTest, AHandlerThatThrowsIsAnswered500AndTheServerServesOn) {
+  StartServer({}, absl::ZeroDuration());
+  throw_ = true;
+  Reply n = Get(port_, "/v1/node");
+  EXPECT_EQ(n.status, 500);
+  EXPECT_EQ(n.body, "internal error\n");  // never the exception's bytes
+  EXPECT_EQ(Get(port_, "/v1/peers").status, 500);
+  EXPECT_EQ(Get(port_, "/readyz").status, 500);
+  EXPECT_EQ(server_->handler_errors(), 3u);
+  EXPECT_EQ(Get(port_, "/healthz").status, 200);
+  throw_ = false;
+  Reply m = Get(port_, "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_THAT(m.body, HasSubstr("\nfabric_http_handler_errors_total 3\n"));
+  EXPECT_THAT(m.body, HasSubstr("# TYPE fabric_http_handler_errors_total counter\n"));
+  EXPECT_EQ(Get(port_, "/v1/node").status, 200);  // a failed render is not cached
+}
+
+// Issue 19 item 5: /v1/node was neither cached nor limited: 64 connections
+// asking for it kept the one worker's queue full, and the kubelet's
+// readiness probe, queued behind them, got 503. Now /readyz is answered on
+// the loop, and the 64 requests share one render.
+TEST_F(HttpServerTest, ReadyzIsAnsweredWhileGreedyClientsHoldEveryConnection) {
+  block_node_ = true;
+  HttpServerOptions opts;  // 64 connections
+  StartServer(opts);
+  std::vector<int> greedy;
+  const std::string req = "GET /v1/node HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int i = 0; i < opts.max_connections; ++i) {
+    int fd = Connect(port_, 10000);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    greedy.push_back(fd);
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    blocked_cv_.wait(lock, [this] { return node_entered_; });  // the render is stuck
+  }
+  Reply r = Get(port_, "/readyz", 10000);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "ready\n");
+  not_ready_ = "vpc.amazonaws.com/efa not registered";
+  EXPECT_EQ(Get(port_, "/readyz", 10000).status, 503);
+  EXPECT_EQ(Get(port_, "/healthz", 10000).status, 200);
+  ReleaseNode();
+  int answered = 0;
+  for (int fd : greedy) {
+    std::string resp;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
+    answered += resp.rfind("HTTP/1.1 200", 0) == 0;
+    ::close(fd);
+  }
+  // The probes took the oldest connections' places; every other one got the
+  // same, single render.
+  EXPECT_GE(answered, opts.max_connections - 3);
+  EXPECT_EQ(node_renders_.load(), 1);
+}
+
+// /v1/node and /v1/peers are cached like /metrics (the same TTL).
+TEST_F(HttpServerTest, JsonViewsAreCachedLikeMetrics) {
+  StartServer({}, absl::Seconds(60));
+  EXPECT_EQ(Get(port_, "/v1/node").status, 200);
+  EXPECT_EQ(Get(port_, "/v1/node").status, 200);
+  EXPECT_EQ(Get(port_, "/v1/peers").status, 200);
+  EXPECT_EQ(Get(port_, "/v1/peers").status, 200);
+  EXPECT_EQ(node_renders_.load(), 1);
+  EXPECT_EQ(server_->renders(), 2u);
 }
 
 TEST_F(HttpServerTest, BadAddressesAreRefused) {

@@ -63,6 +63,23 @@ std::string NotReadyReason(const std::vector<Registration>& registrations) {
   return why;
 }
 
+void ReadinessReasons::Set(const std::string& source, std::string reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason.empty()) {
+    reasons_.erase(source);
+  } else {
+    reasons_[source] = std::move(reason);
+  }
+}
+
+std::string ReadinessReasons::Join() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string why;
+  for (const auto& [source, reason] : reasons_)
+    absl::StrAppend(&why, why.empty() ? "" : "; ", reason);
+  return why;
+}
+
 std::string NodeJson(const StatusInput& in) {
   using nlohmann::json;
   const NodeView& node = in.pools.node;

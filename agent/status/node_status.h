@@ -6,6 +6,8 @@
 #define FABRIC_AGENT_STATUS_NODE_STATUS_H_
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,24 @@ MetricsInput BuildMetricsInput(const StatusInput& in);
 
 // Empty when every pool is registered, else "<resource> not registered[: <error>]; ...".
 std::string NotReadyReason(const std::vector<Registration>& registrations);
+
+// Why the agent is not ready, as reported by the threads that find out (the
+// seam for readiness sources beyond registration, e.g. the PodResources
+// watcher): each source Sets its reason when it learns something, and
+// /readyz, answered on the HTTP server's event loop, only reads them. Both
+// take one short lock and never wait on I/O. Thread-safe.
+class ReadinessReasons {
+ public:
+  // Sets `source`'s reason; an empty `reason` clears it (ready, as far as
+  // `source` knows).
+  void Set(const std::string& source, std::string reason);
+  // Every set reason, "; "-joined in source order; empty when none is set.
+  std::string Join() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> reasons_;
+};
 
 // The /v1/node document: devices (present, health, ports, pools selecting
 // them), rdma_cm, pools (units, healthy, allocated, withdrawn, pending
