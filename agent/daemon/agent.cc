@@ -3,6 +3,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/json_text.h"
 #include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "agent/inventory/cni_attachments.h"
@@ -84,7 +85,7 @@ absl::Status Agent::Start() {
         OnNodeChanged(inv, health);
       });
   // The first advertisement already reflects a port that is down.
-  registry_->SetNode(*inventory, monitor_->Prime(*inventory, absl::Now()));
+  registry_->SetNode(*inventory, monitor_->Prime(*inventory, MonotonicNow()));
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
   // The files are in place before the first registration; later changes are
   // written by the writer's thread, outside every lock Allocate takes.
@@ -94,8 +95,9 @@ absl::Status Agent::Start() {
   side_files_->Start();
   if (absl::Status s = plugins_->Start(); !s.ok()) return s;
   monitor_->Start();
-  inventory_->Start(absl::Milliseconds(config.health.poll_interval_ms),
-                    [this](const NodeInventory& inv) { monitor_->SetInventory(inv, absl::Now()); });
+  inventory_->Start(
+      absl::Milliseconds(config.health.poll_interval_ms),
+      [this](const NodeInventory& inv) { monitor_->SetInventory(inv, MonotonicNow()); });
   podresources::PodResourcesClientOptions pr;
   pr.socket_path = options_.paths.PodResourcesSocket();
   pr.use_get = false;  // we want every Pod: List

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
 #include "agent/discovery/sysfs_discovery.h"
 
 namespace fabric {
@@ -48,7 +49,7 @@ void HealthMonitor::Start() {
         const auto period = std::chrono::milliseconds(config_.poll_interval_ms);
         if (stop_cv_.wait_for(lock, period, [this] { return stop_; })) return;
       }
-      Tick(absl::Now());
+      Tick(MonotonicNow());
     }
   });
 }

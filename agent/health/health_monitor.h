@@ -31,6 +31,10 @@ class HealthMonitor {
   HealthMonitor(HostPaths paths, HealthConfig config, Publish publish);
   ~HealthMonitor();
 
+  // Every `now` is on the monotonic clock, MonotonicNow()
+  // (agent/base/mono_clock.h): the debounce and growth windows are
+  // durations, which a wall-clock step must not stretch or cut.
+  //
   // Takes the first inventory and evaluates health once, synchronously, so the
   // first advertisement already reflects a port that is down.
   std::map<std::string, DeviceHealth> Prime(const NodeInventory& inventory, absl::Time now);

@@ -7,6 +7,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/json_text.h"
 #include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "nlohmann/json.hpp"
 
@@ -264,7 +265,7 @@ void Inventory::Start(absl::Duration interval, Publish publish) {
           return;
         }
       }
-      Poll(absl::Now());
+      Poll(MonotonicNow());
     }
   });
 }

@@ -70,7 +70,8 @@ class Inventory {
 
   // One poll (cheap unless the listing changed or a retry is due): true when
   // a new snapshot was taken (and published, once Start ran). Public for
-  // deterministic tests.
+  // deterministic tests. `now` is MonotonicNow() (agent/base/mono_clock.h):
+  // retry deadlines are durations, which a wall-clock step must not move.
   bool Poll(absl::Time now);
 
   NodeInventory snapshot() const;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/counter_file.h"
 #include "agent/base/file_util.h"
+#include "agent/base/mono_clock.h"
 #include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
@@ -65,7 +66,7 @@ void CounterReader::CloseAll(Device* d) {
 void CounterReader::List(const RdmaDevice& dev, Device* d) {
   CloseAll(d);
   d->identity = Identity(dev);
-  d->listed_at = absl::Now();
+  d->listed_at = MonotonicNow();
   for (const CounterDir& dir : CounterDirsOf(paths_, dev)) {
     auto names = files_->List(dir.dir);
     if (!names.ok()) continue;
@@ -106,7 +107,7 @@ absl::StatusOr<uint64_t> CounterReader::ReadOne(File& f) {
 void CounterReader::Read(const RdmaDevice& dev, std::vector<CounterValue>* hw,
                          std::vector<CounterValue>* pma) {
   Device& d = devices_[dev.name];
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();  // a duration: never the wall clock
   bool listed = false;
   if (d.identity != Identity(dev) || now - d.listed_at >= relist_interval_) {
     List(dev, &d);

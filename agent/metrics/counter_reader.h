@@ -84,7 +84,7 @@ class CounterReader {
   };
   struct Device {
     std::string identity;
-    absl::Time listed_at = absl::InfinitePast();
+    absl::Time listed_at = absl::InfinitePast();  // MonotonicNow()
     std::vector<File> files;
   };
   void List(const RdmaDevice& dev, Device* d);
