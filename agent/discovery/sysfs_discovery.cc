@@ -10,12 +10,42 @@
 #include "absl/strings/strip.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/base/utf8.h"
 #include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
 namespace {
 
 constexpr uint32_t kAmazonVendor = 0x1d0f;
+
+// Names are checked where they enter (agent/base/utf8.h): an RDMA device or
+// netdev name is whatever bytes root gave it (`rdma dev set ... name`, `ip
+// link set ... name`); the kernel refuses only '/', ':' and whitespace. The
+// kernel's limits: IB_DEVICE_NAME_MAX 64, IFNAMSIZ 16 (both with the NUL).
+constexpr size_t kMaxDeviceName = 63;
+constexpr size_t kMaxNetdevName = 15;
+
+// One warning line, logged and kept in the inventory (/v1/node).
+void Warn(NodeInventory* inv, std::string line) {
+  LogWarn(Component::kDiscovery, "{}", line);
+  inv->warnings.push_back(std::move(line));
+}
+
+// Netdev names from sysfs, without the ones that are not usable names. An
+// SRE would rather keep the device (the netdev is only descriptive: the
+// grant is the uverbs node) and see the bad netdev named in a warning.
+std::vector<std::string> UsableNetdevs(const std::string& device, std::vector<std::string> names,
+                                       NodeInventory* inv) {
+  std::vector<std::string> out;
+  for (std::string& n : names) {
+    if (absl::Status s = CheckExternalName("netdev name", n, kMaxNetdevName); !s.ok()) {
+      Warn(inv, absl::StrCat("RDMA device ", device, ": ignoring a netdev: ", s.message()));
+      continue;
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
 
 bool LooksLikeBdf(const std::string& name) {
   static const std::regex kBdf("^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
@@ -67,6 +97,10 @@ absl::StatusOr<std::map<std::string, VerbsEntry>> ReadVerbsNodes(const SysfsLayo
                                       (!ibdev.ok() ? ibdev.status() : dev.status()).message());
       LogWarn(Component::kDiscovery, "{}", line);
       inv->warnings.push_back(std::move(line));
+      continue;
+    }
+    if (absl::Status s = CheckExternalName("ibdev", *ibdev, kMaxDeviceName); !s.ok()) {
+      Warn(inv, absl::StrCat("ignoring verbs node ", EscapeBytes(entry), ": ", s.message()));
       continue;
     }
     VerbsEntry v{CharDevice{absl::StrCat("infiniband/", entry), dev->first, dev->second}, base};
@@ -213,6 +247,15 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
     names = std::vector<std::string>();
   }
   for (const std::string& name : *names) {
+    // The device's name is its ID everywhere: kubelet device IDs, CDI names,
+    // metric labels, /v1/node. One that is not valid UTF-8 or holds control
+    // characters is not advertised. It is not `skipped` (retried with
+    // backoff): it cannot get better until renamed, and a rename changes the
+    // listing, which walks again. So: one warning per listing change.
+    if (absl::Status s = CheckExternalName("RDMA device name", name, kMaxDeviceName); !s.ok()) {
+      Warn(&inv, absl::StrCat("ignoring an RDMA device: ", s.message()));
+      continue;
+    }
     const std::string dir = layout.DeviceDir(name);
     RdmaDevice dev;
     dev.name = name;
@@ -242,11 +285,13 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
     if (dev.pci) {
       auto nd = PciNetdevs(layout.PciFunctionLink(name));
       if (!nd.ok()) return nd.status();
-      dev.netdevs = *nd;
+      dev.netdevs = UsableNetdevs(name, *nd, &inv);
     } else {
       std::string parent;
       if (absl::Status s = ReadOptional(dir + "/parent", &parent); !s.ok()) return s;
-      if (!parent.empty()) dev.netdevs.push_back(parent);  // rxe/siw: the netdev they sit on
+      if (!parent.empty()) {
+        dev.netdevs = UsableNetdevs(name, {parent}, &inv);  // rxe/siw: the netdev they sit on
+      }
     }
     dev.kind = dev.pci && IsEfa(*dev.pci) ? DeviceKind::kEfa : DeviceKind::kRdma;
 
@@ -266,6 +311,10 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
         skip(name, std::string(port.status().message()));
         port_error = true;
         break;
+      }
+      if (!port->netdev.empty()) {
+        std::vector<std::string> nd = UsableNetdevs(name, {port->netdev}, &inv);
+        port->netdev = nd.empty() ? "" : nd[0];
       }
       dev.ports.push_back(*port);
     }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/base/file_util.h"
+#include "agent/base/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
@@ -213,6 +214,45 @@ TEST(DiscoveryTest, GarbageIsQuotedShortAndOnOneLine) {
   EXPECT_THAT(w, HasSubstr("...' (65543 bytes)"));
   EXPECT_EQ(w.find('\n'), std::string::npos);
   EXPECT_LT(w.size(), 300u);
+}
+
+// Issue 19: names are whatever bytes root gave them, and a name that is not
+// UTF-8 reached nlohmann's dump() (type_error.316: the state file, the CDI
+// spec and /v1/node threw). A device with such a name is not advertised
+// (its name is its ID everywhere), with one warning naming it escaped; a bad
+// netdev name only drops that netdev.
+TEST(DiscoveryTest, NamesThatAreNotUsableTextAreRefusedWhereTheyEnter) {
+  FakeSysfs fs;
+  fs.AddMlx5("mlx5_\xff\xfe", "0000:3b:00.0", {});
+  fs.AddMlx5("mlx5_1", "0000:3b:00.1", {.link_layer = "Ethernet", .netdev = "eth\xc0"});
+  fs.AddMlx5("mlx5_\x1b[2J", "0000:3b:00.2", {});  // an escape sequence for the log
+  fs.AddRxe("rxe0", "e\x7f");
+  fs.AddMlx5("mlx5_3", "0000:3b:00.3", {.link_layer = "Ethernet", .netdev = "eth3"});
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  std::vector<std::string> names;
+  for (const RdmaDevice& d : inv->devices) names.push_back(d.name);
+  EXPECT_THAT(names, ElementsAre("mlx5_1", "mlx5_3", "rxe0"));
+  // Permanent until renamed (which changes the listing): not retried.
+  EXPECT_TRUE(inv->skipped.empty());
+  for (const RdmaDevice& d : inv->devices) {
+    if (d.name == "mlx5_3") {
+      EXPECT_THAT(d.netdevs, ElementsAre("eth3"));
+      continue;
+    }
+    EXPECT_TRUE(d.netdevs.empty()) << d.name;
+    for (const PortInfo& p : d.ports) EXPECT_EQ(p.netdev, "") << d.name;
+  }
+  std::string all;
+  for (const std::string& w : inv->warnings) {
+    EXPECT_TRUE(IsValidUtf8(w)) << w;
+    EXPECT_EQ(w.find('\x1b'), std::string::npos) << w;
+    all += w + "\n";
+  }
+  EXPECT_THAT(all, HasSubstr("RDMA device name \"mlx5_\\xff\\xfe\" is not valid UTF-8"));
+  EXPECT_THAT(all, HasSubstr("\"mlx5_\\x1b[2J\" contains a control character"));
+  EXPECT_THAT(all, HasSubstr("RDMA device mlx5_1: ignoring a netdev: netdev name \"eth\\xc0\""));
+  EXPECT_THAT(all, HasSubstr("RDMA device rxe0: ignoring a netdev"));
 }
 
 TEST(DiscoveryTest, MissingDeviceNodeSkippedWhenDevIsVisible) {

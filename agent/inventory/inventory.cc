@@ -8,6 +8,7 @@
 #include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
+#include "agent/base/utf8.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "nlohmann/json.hpp"
 
@@ -302,6 +303,13 @@ void Inventory::LoadState() {
     json j = json::parse(*text);
     for (const json& d : j.at("devices")) {
       RdmaDevice dev = FromJson(d);
+      // The file is ours, but it is read back as text from outside: a name
+      // discovery would refuse is not taken from it either.
+      if (absl::Status s = CheckExternalName("device name", dev.name, 63); !s.ok()) {
+        LogWarn(Component::kDiscovery, "{}: ignoring a device: {}", options_.state_file,
+                s.message());
+        continue;
+      }
       known_[dev.name] = std::move(dev);
     }
     saved_ = *text;

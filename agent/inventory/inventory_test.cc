@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "agent/base/file_util.h"
+#include "agent/base/utf8.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -204,6 +205,27 @@ TEST(InventoryTest, UnreadableVerbsClassRemovesNothing) {
   ASSERT_TRUE(inv.Poll(t += absl::Seconds(31)));
   EXPECT_FALSE(inv.retrying());
   EXPECT_THAT(Names(inv.snapshot()), ElementsAre("rdmap79s0", "rdmap80s0"));
+}
+
+// Issue 19: a netdev or RDMA device name that is not UTF-8 made the state
+// file's dump() throw (type_error.316) out of Discover: the agent died at
+// start. The names are refused where they enter (discovery), and the file is
+// written with DumpJson, which cannot throw on content.
+TEST(InventoryStateFileTest, NamesThatAreNotUtf8NeitherThrowNorReachTheFile) {
+  FakeSysfs fs;
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth\xff"});
+  fs.AddMlx5("mlx5_\xfe", "0000:3b:00.1", {});
+  InventoryOptions options;
+  options.state_file = fs.paths().state_dir + "/inventory/devices.json";
+  Inventory inv(fs.paths(), options, nullptr);
+  absl::StatusOr<NodeInventory> snap;
+  ASSERT_NO_THROW(snap = inv.Discover());
+  ASSERT_OK(snap);
+  EXPECT_THAT(Names(*snap), ElementsAre("mlx5_0"));
+  auto text = ReadFile(options.state_file);
+  ASSERT_OK(text);
+  EXPECT_TRUE(IsValidUtf8(*text));
+  EXPECT_NE(text->find("\"mlx5_0\""), std::string::npos) << *text;
 }
 
 // Issue 11 item 1: a device the CNI part moved into a Pod netns vanishes from
