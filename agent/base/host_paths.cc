@@ -19,8 +19,7 @@ HostPaths HostPaths::Defaults() {
   HostPaths p;
   p.sysfs_root = "/sys";
   p.dev_root = "/dev";
-  p.kubelet_root = kDefaultKubeletRoot;
-  p.device_plugin_dir = kKubeletDevicePluginDir;
+  p.kubelet_root = kDefaultKubeletRoot;  // device-plugins/ under it: kKubeletDevicePluginDir
   p.cdi_dir = "/var/run/cdi";
   p.state_dir = "/var/lib/fabric-agent";
   return p;

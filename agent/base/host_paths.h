@@ -28,9 +28,11 @@ struct HostPaths {
   // kubelet_root: the kubelet's --root-dir ("/var/lib/kubelet").
   // plugins_registry_dir and pod_resources_socket follow it unless set.
   std::string kubelet_root;
-  // "/var/lib/kubelet/device-plugins" on every real node (Defaults(),
-  // --device-plugin-dir). Empty: <kubelet_root>/device-plugins, a fake
-  // kubelet that keeps everything under one folder (tests, kubelet-sim).
+  // Empty: <kubelet_root>/device-plugins, right for the default root and for a
+  // fake kubelet that keeps everything under one folder (tests, kubelet-sim).
+  // The agent's flags (ApplyKubeletPathFlags) always set it, to
+  // /var/lib/kubelet/device-plugins unless --device-plugin-dir says otherwise,
+  // so a moved --kubelet-root never moves it.
   std::string device_plugin_dir;
   // Empty: <kubelet_root>/plugins_registry.
   std::string plugins_registry_dir;
@@ -40,7 +42,9 @@ struct HostPaths {
   std::string cdi_dir;    // "/var/run/cdi".
   std::string state_dir;  // "/var/lib/fabric-agent": durable agent state.
 
-  // The defaults for a real node.
+  // The defaults for a real node. Setting only kubelet_root afterwards moves
+  // all three kubelet folders (a fake tree); a real node's paths come from
+  // ApplyKubeletPathFlags.
   static HostPaths Defaults();
 
   std::string Sys(const std::string& rel) const { return sysfs_root + "/" + rel; }

@@ -71,13 +71,18 @@ TEST(HostPathsTest, RelativePathsAreRefused) {
 }
 
 // A fake kubelet tree (tests, kubelet-sim --root DIR) sets only kubelet_root
-// and keeps every folder under it.
+// and keeps every folder under it, from a bare HostPaths or from Defaults()
+// (AgentOptions starts from Defaults(): a test that moved only the root must
+// never reach the host's /var/lib/kubelet/device-plugins).
 TEST(HostPathsTest, AFakeTreeKeepsEverythingUnderItsRoot) {
-  HostPaths p;
-  p.kubelet_root = "/tmp/k1";
-  EXPECT_EQ(p.DevicePluginDir(), "/tmp/k1/device-plugins");
-  EXPECT_EQ(p.PluginsRegistryDir(), "/tmp/k1/plugins_registry");
-  EXPECT_EQ(p.PodResourcesSocket(), "/tmp/k1/pod-resources/kubelet.sock");
+  HostPaths bare;
+  HostPaths from_defaults = HostPaths::Defaults();
+  for (HostPaths* p : {&bare, &from_defaults}) {
+    p->kubelet_root = "/tmp/k1";
+    EXPECT_EQ(p->DevicePluginDir(), "/tmp/k1/device-plugins");
+    EXPECT_EQ(p->PluginsRegistryDir(), "/tmp/k1/plugins_registry");
+    EXPECT_EQ(p->PodResourcesSocket(), "/tmp/k1/pod-resources/kubelet.sock");
+  }
 }
 
 }  // namespace
