@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
@@ -95,7 +96,7 @@ absl::Status CniAgentServer::Start(const std::string& socket_path) {
 
 void CniAgentServer::Stop() {
   if (!server_) return;
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Shutdown(GrpcDeadlineAfter(std::chrono::seconds(2)));
   server_.reset();
   ::unlink(socket_path_.c_str());
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/grpc_status.h"
 #include "fabric/agent/v1/agent.grpc.pb.h"
 
@@ -54,7 +55,7 @@ class GrpcAgentClient : public AgentClient {
           absl::StrCat("fabric agent unreachable: no socket at ", socket_path_));
     }
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    ctx.set_deadline(GrpcDeadlineAfter(timeout_));
     Resp resp;
     grpc::Status s = fn(&ctx, &resp);
     if (s.ok()) return resp;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/logging.h"
 
 namespace fabric {
@@ -143,7 +144,7 @@ class PluginManager::PoolServer {
   void StopLocked() {
     if (!server_) return;
     pool_->CloseStreams();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Shutdown(GrpcDeadlineAfter(std::chrono::milliseconds(500)));
     server_.reset();
     service_.reset();
     registration_.reset();
@@ -182,7 +183,7 @@ class PluginManager::PoolServer {
     v1beta1::Empty resp;
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);
-    ctx.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
+    ctx.set_deadline(GrpcDeadlineAfter(kRegisterTimeout));
     grpc::Status s = stub->Register(&ctx, req, &resp);
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
@@ -219,8 +220,8 @@ class PluginManager::PoolServer {
   std::shared_ptr<PoolState> pool_;
   const std::string socket_;
   const RegistrationMode mode_;
-  std::unique_ptr<DevicePluginService> service_;
   const DevicePluginService::AllocateCheck check_;
+  std::unique_ptr<DevicePluginService> service_;
   std::unique_ptr<WatcherRegistrationService> registration_;
   std::unique_ptr<grpc::Server> server_;
   uint64_t inode_ = 0;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/base/mono_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/hostile/hostile_util.h"
@@ -255,7 +256,7 @@ TEST(Hostile, KubeletRestartStormWithConcurrentAllocates) {
       ADD_FAILURE() << "restart " << i << ": devices not listed again";
       break;
     }
-    relisted_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - created));
+    relisted_ms.push_back(absl::ToDoubleMilliseconds(MonotonicNow() - created));  // sim clock
     ASSERT_TRUE(agent.Alive()) << "agent died at restart " << i << "\n" << agent.Log();
   }
   const absl::Duration storm = absl::Now() - storm_start;

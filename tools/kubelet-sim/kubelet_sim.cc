@@ -17,8 +17,10 @@
 #include "absl/strings/match.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
 #include "agent/base/status_macros.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "tools/kubelet-sim/kubelet_rules.h"
@@ -80,14 +82,14 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket_path,
 // `aborted` is polled so that a shutdown does not wait for the full timeout.
 bool DialBlocking(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
                   const std::function<bool()>& aborted) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = MonotonicNow() + timeout;
   while (true) {
     grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
     if (state == GRPC_CHANNEL_READY) return true;
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     if (now >= deadline || (aborted && aborted())) return false;
-    const absl::Time slice = std::min(deadline, now + absl::Milliseconds(50));
-    channel->WaitForStateChange(state, absl::ToChronoTime(slice));
+    channel->WaitForStateChange(
+        state, GrpcDeadlineAfter(std::min(deadline - now, absl::Milliseconds(50))));
   }
 }
 
@@ -135,7 +137,7 @@ absl::Status KubeletSim::StartServing() {
   builder.AddListeningPort("unix:" + KubeletSocket(), grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   // Taken before bind: nobody can see the new socket earlier than this.
-  const absl::Time created = absl::Now();
+  const absl::Time created = MonotonicNow();
   server_ = builder.BuildAndStart();
   if (!server_) {
     service_.reset();
@@ -156,7 +158,7 @@ void KubeletSim::StopServing() {
     NotifyLocked();
   }
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Shutdown(GrpcDeadlineAfter(absl::ZeroDuration()));
     server_->Wait();
     server_.reset();
   }
@@ -251,7 +253,7 @@ absl::Status KubeletSim::Restart() {
     // checkpoint; every resource gets an empty device set and a stopped
     // endpoint, so capacity is 0 until its plugin registers again.
     std::lock_guard<std::mutex> l(mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     for (auto& [name, state] : resources_) {
       state.endpoint.reset();
       state.stopped = true;
@@ -287,7 +289,7 @@ int KubeletSim::RestartCount() const {
 
 bool KubeletSim::ExpiredLocked(const ResourceState& state) const {
   return state.stopped && state.stop_time != absl::InfinitePast() &&
-         absl::Now() - state.stop_time > options_.endpoint_stop_grace;
+         MonotonicNow() - state.stop_time > options_.endpoint_stop_grace;
 }
 
 std::vector<std::string> KubeletSim::Resources() const {
@@ -387,7 +389,9 @@ std::vector<AllocationRecord> KubeletSim::Allocations() const {
 }
 
 bool KubeletSim::WaitFor(const std::function<bool()>& pred, absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
+  // On the steady clock: a wall-clock step neither cuts nor stretches a wait.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        absl::ToChronoNanoseconds(std::min(timeout, absl::Hours(24 * 365)));
   while (true) {
     uint64_t seen;
     {
@@ -396,9 +400,9 @@ bool KubeletSim::WaitFor(const std::function<bool()>& pred, absl::Duration timeo
     }
     if (pred()) return true;
     std::unique_lock<std::mutex> l(mu_);
-    if (!cv_.wait_until(l, absl::ToChronoTime(deadline),
-                        [this, seen]()
-                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return generation_ != seen; })) {
+    if (!cv_.wait_until(l, deadline, [this, seen]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return generation_ != seen;
+        })) {
       l.unlock();
       return pred();
     }

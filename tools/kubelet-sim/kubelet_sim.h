@@ -64,8 +64,9 @@ struct RegistrationEvent {
   std::string endpoint;     // as the plugin sent it.
   std::string socket_path;  // what the kubelet dialed (joined / absolute).
   std::string version;      // Register: version; watcher: supported_versions as Go %v.
-  absl::Time at;            // when the Register RPC (or watcher discovery) began.
-  absl::Time done;          // when the reply was decided.
+  // Times are MonotonicNow() (agent/base/mono_clock.h): only differences mean anything.
+  absl::Time at;    // when the Register RPC (or watcher discovery) began.
+  absl::Time done;  // when the reply was decided.
   bool ok = false;
   std::string error;  // kubelet's error text, empty when ok.
 };
@@ -157,7 +158,7 @@ class KubeletSim {
   std::string KubeletSocket() const { return device_plugin_dir_ + "/kubelet.sock"; }
   std::string CheckpointPath() const { return device_plugin_dir_ + "/kubelet_internal_checkpoint"; }
   // When kubelet.sock was last (re)created; InfinitePast before Start.
-  absl::Time KubeletSocketCreatedAt() const;
+  absl::Time KubeletSocketCreatedAt() const;  // MonotonicNow()
   int RestartCount() const;
 
   // --- Observations (all thread-safe) ---

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/json_text.h"
 #include "agent/base/logging.h"
@@ -98,7 +99,7 @@ absl::Status KubeletSim::PreStart(const std::string& resource,
   for (const auto& id : ids) request.add_devices_ids(id);
   v1beta1::PreStartContainerResponse response;
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.pre_start_timeout));
+  ctx.set_deadline(GrpcDeadlineAfter(options_.pre_start_timeout));
   TrackCall(&ctx);
   grpc::Status status = endpoint->stub->PreStartContainer(&ctx, request, &response);
   UntrackCall(&ctx);

@@ -15,7 +15,9 @@
 #include "absl/strings/match.h"
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
 #include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
 #include "agent/base/status_macros.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "tools/kubelet-sim/kubelet_rules.h"
@@ -41,7 +43,7 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
   event.resource = request.resource_name();
   event.endpoint = request.endpoint();
   event.version = request.version();
-  event.at = absl::Now();
+  event.at = MonotonicNow();
   LogInfo(Component::kSim, "Register resource={} endpoint={} version={}", request.resource_name(),
           request.endpoint(), request.version());
 
@@ -69,7 +71,7 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
           },
           &event, &options);
       if (err.empty()) return;
-      event.done = absl::Now();
+      event.done = MonotonicNow();
       event.ok = false;
       event.error = err;
       LogWarn(Component::kSim, "v1.20: registered {} but its endpoint failed: {}", event.resource,
@@ -90,7 +92,7 @@ std::string KubeletSim::HandleRegister(const v1beta1::RegisterRequest& request,
         &event);
     if (error.empty()) return error;  // ConnectClient recorded the event.
   }
-  event.done = absl::Now();
+  event.done = MonotonicNow();
   event.ok = false;
   event.error = error;
   LogWarn(Component::kSim, "Register {} rejected: {}", event.resource, error);
@@ -140,7 +142,7 @@ std::string KubeletSim::ConnectClient(const std::string& resource, const std::st
   state.stop_time = absl::InfinitePast();
   all_endpoints_.push_back(endpoint);
   // Recorded before ListAndWatch starts: whoever sees devices sees the event.
-  event->done = absl::Now();
+  event->done = MonotonicNow();
   event->ok = true;
   events_.push_back(*event);
   endpoint->thread = std::thread([this, endpoint] { RunListAndWatch(endpoint); });
@@ -199,7 +201,7 @@ void KubeletSim::OnDisconnected(const std::shared_ptr<Endpoint>& endpoint) {
   state.healthy.clear();
   if (!state.stopped) {
     state.stopped = true;
-    state.stop_time = absl::Now();
+    state.stop_time = MonotonicNow();
   }
   WriteCheckpointLocked();
 }
@@ -297,7 +299,7 @@ std::vector<std::pair<std::string, KubeletSim::WatchedPlugin>> KubeletSim::Recon
         ++w;
       }
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     for (const auto& [path, identity] : desired) {
       WatchedPlugin& plugin = watched_[path];
       if (plugin.identity == 0) plugin.identity = identity;
@@ -330,7 +332,7 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   RegistrationEvent event;
   event.path = RegistrationPath::kPluginWatcher;
   event.socket_path = socket_path;
-  event.at = absl::Now();
+  event.at = MonotonicNow();
   auto aborted = [this] {
     std::lock_guard<std::mutex> l(mu_);
     return watcher_stop_;
@@ -345,15 +347,15 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
       w.backoff = w.backoff == absl::ZeroDuration()
                       ? options_.watcher_initial_backoff
                       : std::min(w.backoff * 2, options_.watcher_max_backoff);
-      w.next_attempt = absl::Now() + w.backoff;
+      w.next_attempt = MonotonicNow() + w.backoff;
     }
-    event.done = absl::Now();
+    event.done = MonotonicNow();
     event.ok = false;
     event.error = error;
     LogWarn(Component::kSim, "{}", error);
   };
   auto record = [&] {
-    event.done = absl::Now();
+    event.done = MonotonicNow();
     RecordEvent(event);
   };
 
@@ -373,7 +375,7 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
     status.set_error(error);
     pluginregistration::RegistrationStatusResponse response;
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.watcher_notify_timeout));
+    ctx.set_deadline(GrpcDeadlineAfter(options_.watcher_notify_timeout));
     TrackCall(&ctx);
     grpc::Status st = stub->NotifyRegistrationStatus(&ctx, status, &response);
     UntrackCall(&ctx);
@@ -384,7 +386,7 @@ void KubeletSim::RegisterWatchedPlugin(const std::string& socket_path, WatchedPl
   grpc::Status status;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.watcher_get_info_timeout));
+    ctx.set_deadline(GrpcDeadlineAfter(options_.watcher_get_info_timeout));
     TrackCall(&ctx);
     status = stub->GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
     UntrackCall(&ctx);

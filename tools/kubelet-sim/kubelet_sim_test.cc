@@ -25,6 +25,8 @@
 
 #include "absl/time/clock.h"
 #include "agent/base/file_util.h"
+#include "agent/base/grpc_deadline.h"
+#include "agent/base/mono_clock.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -90,7 +92,7 @@ class FakePlugin {
     }
     cv_.notify_all();
     if (server_) {
-      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_->Shutdown(GrpcDeadlineAfter(std::chrono::seconds(1)));
       server_->Wait();
       server_.reset();
     }
@@ -112,7 +114,7 @@ class FakePlugin {
     *request.mutable_options() = config_.options;
     v1beta1::Empty empty;
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ctx.set_deadline(GrpcDeadlineAfter(std::chrono::seconds(20)));
     // kubelet.sock exists from bind(), a moment before listen(): wait, not fail.
     ctx.set_wait_for_ready(true);
     return stub->Register(&ctx, request, &empty);
@@ -404,9 +406,9 @@ TEST_F(KubeletSimTest, RegisterFailsToDialAMissingEndpoint) {
   ASSERT_OK(sim.Start());
   FakePlugin plugin(Dp("fake.sock"), {});
   ASSERT_TRUE(plugin.Start());
-  const absl::Time before = absl::Now();
+  const absl::Time before = MonotonicNow();
   grpc::Status status = plugin.Register(sim.KubeletSocket(), "missing.sock", kResource);
-  EXPECT_GE(absl::Now() - before, absl::Milliseconds(300));  // a blocking dial
+  EXPECT_GE(MonotonicNow() - before, absl::Milliseconds(300));  // a blocking dial
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNKNOWN);
   EXPECT_EQ(status.error_message(), "failed to dial device plugin: context deadline exceeded");
   EXPECT_THAT(sim.Resources(), IsEmpty());
@@ -711,10 +713,10 @@ TEST_F(KubeletSimTest, V120RegisterAnswersBeforeDialingSoADialFailureNeverReache
   ASSERT_OK(sim.Start());
   FakePlugin plugin(Dp("fake.sock"), {});
   ASSERT_TRUE(plugin.Start());
-  const absl::Time before = absl::Now();
+  const absl::Time before = MonotonicNow();
   grpc::Status status = plugin.Register(sim.KubeletSocket(), "missing.sock", kResource);
   EXPECT_TRUE(status.ok()) << status.error_message();
-  EXPECT_LT(absl::Now() - before, absl::Milliseconds(300));  // not after the dial
+  EXPECT_LT(MonotonicNow() - before, absl::Milliseconds(300));  // not after the dial
   ASSERT_TRUE(sim.WaitFor([&] { return !sim.Registrations().empty(); }, kWait));
   auto events = sim.Registrations();
   EXPECT_FALSE(events[0].ok);
@@ -831,13 +833,13 @@ TEST_F(KubeletSimWatcherTest, AStaleSocketDoesNotHoldUpOtherPlugins) {
   FakePlugin plugin(Reg("good.sock"), config);
   plugin.SetDevices({Dev("a", "Healthy")});
   ASSERT_TRUE(plugin.Start());
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicNow();
   ASSERT_TRUE(WaitForMessages(1));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(MonotonicNow() - start, absl::Seconds(5));
   // Stop does not wait out the stale socket's 10 s dial either.
-  const absl::Time stop = absl::Now();
+  const absl::Time stop = MonotonicNow();
   sim.Stop();
-  EXPECT_LT(absl::Now() - stop, absl::Seconds(2));
+  EXPECT_LT(MonotonicNow() - stop, absl::Seconds(2));
 }
 
 TEST_F(KubeletSimWatcherTest, InvalidNameIsRejectedWithTheWatcherText) {
@@ -883,9 +885,9 @@ int WaitExit(pid_t pid) {
 // Polls a filesystem condition the way a plugin would (the CLI runs in
 // another process, so there is no event to wait on).
 bool PollFor(const std::function<bool()>& pred, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = MonotonicNow() + timeout;
   while (!pred()) {
-    if (absl::Now() > deadline) return false;
+    if (MonotonicNow() > deadline) return false;
     absl::SleepFor(absl::Milliseconds(10));
   }
   return true;

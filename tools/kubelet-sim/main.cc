@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "agent/base/mono_clock.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
 namespace fabric::sim {
@@ -226,7 +227,7 @@ int Run(const Flags& flags) {
   options.dial_timeout = flags.dial_timeout;
   options.version = flags.version;
   KubeletSim sim(flags.root, options);
-  const absl::Time origin = absl::Now();
+  const absl::Time origin = MonotonicNow();
   if (flags.mode != "watcher") {
     if (absl::Status s = sim.Start(); !s.ok()) {
       std::cerr << "kubelet-sim: start: " << s << "\n";
