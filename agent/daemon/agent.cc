@@ -223,7 +223,6 @@ void Agent::RunAllocationWatcher() {
 }
 
 bool Agent::RefreshAllocations() {
-  out += side_files_->MetricsText();
   if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
   podresources_seen_ = true;
   const absl::Time listed_at = absl::Now();
@@ -251,6 +250,7 @@ status::StatusInput Agent::StatusNow() const {
 std::string Agent::MetricsText() const {
   std::string out = metrics_renderer_.Render(status::BuildMetricsInput(StatusNow()));
   if (doctor_) out += doctor_->MetricsText();
+  out += side_files_->MetricsText();
   return out;
 }
 

@@ -130,6 +130,7 @@ class Agent {
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<podresources::PodResourcesClient> podresources_;
+  std::unique_ptr<podresources::PodResourcesClient> cni_podresources_;  // Get for one Pod
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
@@ -141,7 +142,6 @@ class Agent {
   // The allocation watcher's own state.
   std::thread watcher_;
   std::mutex watcher_mu_;
-  std::unique_ptr<podresources::PodResourcesClient> cni_podresources_;  // Get for one Pod
   std::condition_variable watcher_cv_;
   bool stop_watcher_ ABSL_GUARDED_BY(watcher_mu_) = false;
   bool refresh_requested_ ABSL_GUARDED_BY(watcher_mu_) = false;
