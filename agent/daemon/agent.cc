@@ -266,6 +266,9 @@ std::string Agent::NotReadyReason() const {
   std::string why = status::NotReadyReason(Registrations(*plugins_));
   const std::string more = readiness_.Join();
   if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
+  // A CDI spec or NFD file that failed every retry (one short lock, no I/O).
+  const std::string files = side_files_->NotReadyReason();
+  if (!files.empty()) why += (why.empty() ? "" : "; ") + files;
   return why;
 }
 
