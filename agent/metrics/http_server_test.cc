@@ -120,7 +120,12 @@ class HttpServerTest : public ::testing::Test {
   bool block_node_ = false;
   bool node_entered_ = false;
 
-  void TearDown() override { ReleaseNode(); }
+  // The server goes first: its worker may still be rendering from the
+  // members below (destroyed before server_ otherwise).
+  void TearDown() override {
+    ReleaseNode();
+    if (server_) server_->Stop();
+  }
 
   void ReleaseNode() {
     std::lock_guard<std::mutex> lock(mu_);
