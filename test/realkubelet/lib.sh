@@ -11,7 +11,9 @@
 #                            RK_CNI_CONFLIST (file: containerd's CNI config; empty: hostNetwork only),
 #                            RK_CNI_BIN_EXTRA (files added to the CNI bin dir, e.g. fabric-cni),
 #                            RK_NODE_IP (the node's address inside the namespace, 10.98.0.1),
-#                            RK_KUBELET_V (kubelet --v, default 4: GetPreferredAllocation is logged at 4).
+#                            RK_KUBELET_V (kubelet --v, default 4: GetPreferredAllocation is logged at 4),
+#                            RK_KUBELET_ROOT (the kubelet's --root-dir, default /var/lib/kubelet; its
+#                            device-plugins/ stays in /var/lib/kubelet = RK_KUBELET_DIR whatever it is).
 #   rk_check_parts           print one reason and return 1 when a part cannot be had.
 #   start_cluster / stop_cluster   namespace holder + containerd + kubelet / everything, cgroups too.
 #   start_containerd / stop_containerd, start_kubelet / stop_kubelet / restart_kubelet
@@ -23,7 +25,8 @@
 #   build_pause_image OUT    registry.k8s.io/pause:3.6 from a tiny static C program.
 #   build_busybox_image OUT [REF] [SRC[:DEST]...]  busybox-static + applet links + binaries at DEST
 #                            (default: the same path) with their shared libraries (from ldd).
-#                            REF default docker.io/local/busybox:rk.
+#                            REF default docker.io/local/busybox:rk. Entrypoint /bin/sh, or
+#                            RK_IMAGE_ENTRYPOINT (e.g. the agent, for the chart's args).
 #   import_image ARCHIVE     ctr -n k8s.io images import.
 #   run_static_pod NAME      copy stdin (a Pod manifest) into the static Pod folder as NAME.yaml.
 #   delete_static_pod NAME   remove it, wait until its containers are gone, remove them from containerd.
@@ -273,7 +276,7 @@ start_kubelet() {
     --config="$RK_WORK/kubelet-config.yaml" \
     --container-runtime=remote \
     --container-runtime-endpoint="unix://$RK_SOCK" --image-service-endpoint="unix://$RK_SOCK" \
-    --root-dir=/var/lib/kubelet --hostname-override="$RK_NODE" --node-ip="$RK_NODE_IP" \
+    --root-dir="${RK_KUBELET_ROOT:-/var/lib/kubelet}" --hostname-override="$RK_NODE" --node-ip="$RK_NODE_IP" \
     --oom-score-adj=0 --v="${RK_KUBELET_V:-4}" --logtostderr=true
   local i
   for ((i = 0; i < 600; i++)); do
@@ -388,7 +391,7 @@ build_busybox_image() {  # OUT [REF] [FILE...]
   r=$(mktemp -d "$RK_WORK/images/bb.XXXXXX")
   mkdir -p "$r"/{bin,dev,proc,sys,tmp,etc,usr/bin}
   cp /bin/busybox "$r/bin/busybox"
-  for a in sh ls cat echo sleep grep sed stat head tail wc tr cut env id mkdir test printf dd hexdump true false awk find; do
+  for a in sh ls cat echo sleep grep sed stat head tail wc tr cut env id mkdir test printf dd hexdump true false awk find cp mv; do
     ln -s busybox "$r/bin/$a"
   done
   local src dst
@@ -403,7 +406,7 @@ build_busybox_image() {  # OUT [REF] [FILE...]
     done
   done
   echo 'root:x:0:0:root:/:/bin/sh' >"$r/etc/passwd"
-  build_oci_image "$ref" "$r" "$out" /bin/sh
+  build_oci_image "$ref" "$r" "$out" "${RK_IMAGE_ENTRYPOINT:-/bin/sh}"
   rm -rf "$r"
 }
 

@@ -6,9 +6,12 @@
 //     files (written to --config-dir/<volume>/), a static Pod cannot mount a
 //     ConfigMap;
 //   - serviceAccountName is dropped (no API server, no ServiceAccount; the
-//     chart already sets automountServiceAccountToken: false).
+//     chart already sets automountServiceAccountToken: false);
+//   - with --host-network true, hostNetwork (for a harness whose every Pod
+//     network runs fabric-cni, which needs the agent: the chart's cni.enabled
+//     does the same).
 //
-//   node pod-to-static.mjs --name NAME --config-dir DIR < rendered.yaml > pod.yaml
+//   node pod-to-static.mjs --name NAME --config-dir DIR [--host-network true] < rendered.yaml > pod.yaml
 import fs from 'node:fs';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -26,6 +29,10 @@ const tpl = structuredClone(ds.spec.template);
 const spec = tpl.spec;
 delete spec.serviceAccountName;
 delete spec.serviceAccount;
+if (opt['host-network'] === 'true') {
+  spec.hostNetwork = true;
+  spec.dnsPolicy = 'ClusterFirstWithHostNet';
+}
 spec.volumes = (spec.volumes ?? []).map((v) => {
   if (!v.configMap) return v;
   const cm = configMaps[v.configMap.name];
