@@ -87,21 +87,38 @@ absl::Status Agent::Start() {
   // The first advertisement already reflects a port that is down.
   registry_->SetNode(*inventory, monitor_->Prime(*inventory, MonotonicNow()));
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
+  podresources::PodResourcesClientOptions pr;
+  pr.socket_path = options_.paths.PodResourcesSocket();
+  pr.use_get = false;  // we want every Pod: List
+  podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
+  holds::HoldsWatcherOptions ho;
+  ho.podresources_socket = options_.paths.PodResourcesSocket();
+  ho.checkpoint_path = options_.paths.DevicePluginDir() + "/kubelet_internal_checkpoint";
+  ho.interval = options_.podresources_interval;
+  ho.restart_settle = options_.kubelet_restart_settle;
+  ho.list_failure_bound = options_.list_failure_bound;
+  holds_ = std::make_unique<holds::HoldsWatcher>(
+      ho, podresources_.get(), [this](const holds::KubeletView& v) { registry_->SetHolds(v); },
+      // No PodResources and no checkpoint on this node: grants lapse by TTL.
+      [this] { registry_->ExpireGrants(); },
+      [this] {
+        readiness_.Set("podresources", holds_->status().not_ready_reason);
+        ReconcileCniIfDue();
+      });
+  // Holds known before the first advertisement: after an agent restart a
+  // running shared Pod's device is withdrawn from exclusive pools at once.
+  holds_->RunRound();
   // The files are in place before the first registration; later changes are
   // written by the writer's thread, outside every lock Allocate takes.
   side_files_->WriteNow();
   registry_->SetOnChange([this] { side_files_->Poke(); });
-  registry_->SetOnGrant([this] { RequestRefresh(); });
+  registry_->SetOnGrant([this] { holds_->RequestRefresh(); });
   side_files_->Start();
   if (absl::Status s = plugins_->Start(); !s.ok()) return s;
   monitor_->Start();
   inventory_->Start(
       absl::Milliseconds(config.health.poll_interval_ms),
       [this](const NodeInventory& inv) { monitor_->SetInventory(inv, MonotonicNow()); });
-  podresources::PodResourcesClientOptions pr;
-  pr.socket_path = options_.paths.PodResourcesSocket();
-  pr.use_get = false;  // we want every Pod: List
-  podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
   if (!options_.agent_socket.empty()) {
     rdma_netlink_ = netns::OpenRdmaNetlink();
     // The CNI side asks for one Pod: Get (the client falls back to a filtered
@@ -130,7 +147,7 @@ absl::Status Agent::Start() {
     }
   }
   // Started after cni_: the watcher reconciles through it.
-  watcher_ = std::thread([this] { RunAllocationWatcher(); });
+  holds_->Start();
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
     h.metrics = [this] { return MetricsText(); };
@@ -144,12 +161,7 @@ absl::Status Agent::Start() {
 }
 
 void Agent::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(watcher_mu_);
-    stop_watcher_ = true;
-  }
-  watcher_cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
+  if (holds_) holds_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();
@@ -188,53 +200,10 @@ void Agent::OnNodeChanged(const NodeInventory& inventory,
   registry_->SetNode(inventory, health);
 }
 
-void Agent::RequestRefresh() {
-  {
-    std::lock_guard<std::mutex> lock(watcher_mu_);
-    refresh_requested_ = true;
-  }
-  watcher_cv_.notify_all();
-}
-
-void Agent::RunAllocationWatcher() {
-  absl::Time last_reconcile = absl::Now();
-  while (true) {
-    bool requested = false;
-    {
-      std::unique_lock<std::mutex> lock(watcher_mu_);
-      watcher_cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.podresources_interval),
-                           [this] { return stop_watcher_ || refresh_requested_; });
-      if (stop_watcher_) return;
-      requested = refresh_requested_;
-      refresh_requested_ = false;
-    }
-    // The kubelet records an allocation right after Allocate returns.
-    if (requested) absl::SleepFor(absl::Milliseconds(100));
-    // Grants lapse on a successful List (SetHolds). Only a node that never had
-    // a PodResources API lapses them here: while the kubelet is away (restart,
-    // failing Lists) a grant keeps withdrawing its device, or the kubelet's
-    // first Allocates after it returns could collide with it.
-    if (!RefreshAllocations() && !podresources_seen_) registry_->ExpireGrants();
-    if (cni_ && absl::Now() - last_reconcile > absl::Seconds(60)) {
-      last_reconcile = absl::Now();
-      (void)cni_->ReconcileGoneNetns();
-    }
-  }
-}
-
-bool Agent::RefreshAllocations() {
-  if (!PathExists(options_.paths.PodResourcesSocket())) return false;  // no kubelet API here
-  podresources_seen_ = true;
-  const absl::Time listed_at = absl::Now();
-  auto list = podresources_->ListPodDevices();
-  if (!list.ok()) {
-    if (podresources_errors_++ % 30 == 0) {
-      LogWarn(Component::kPodResources, "PodResources List failed: {}", list.status().message());
-    }
-    return false;
-  }
-  registry_->SetHolds(*list, listed_at);
-  return true;
+void Agent::ReconcileCniIfDue() {
+  if (!cni_ || MonotonicNow() - last_cni_reconcile_ < absl::Seconds(60)) return;
+  last_cni_reconcile_ = MonotonicNow();
+  (void)cni_->ReconcileGoneNetns();
 }
 
 status::StatusInput Agent::StatusNow() const {
@@ -242,7 +211,8 @@ status::StatusInput Agent::StatusNow() const {
   in.version = "0.1.0";
   in.registrations = Registrations(*plugins_);
   in.kubelet_restarts = plugins_->kubelet_restarts();
-  in.podresources_errors = podresources_errors_.load();
+  if (holds_) in.kubelet_view = holds_->status();
+  in.podresources_errors = in.kubelet_view.list_errors;
   in.pools = registry_->view();
   return in;
 }

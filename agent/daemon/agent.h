@@ -5,7 +5,7 @@
 //                --> SideFileWriter (CDI specs, NFD file; own thread)
 //                --> status views (/metrics, /readyz, /v1/node)
 //                --> CNI service (through PoolDeviceResolver)
-//   PodResources List (allocation watcher) --> PoolRegistry::SetHolds
+//   HoldsWatcher (PodResources List + kubelet checkpoint) --> PoolRegistry::SetHolds
 // The daemon is the only place that knows both plugin/ and the agent modules.
 #ifndef FABRIC_AGENT_DAEMON_AGENT_H_
 #define FABRIC_AGENT_DAEMON_AGENT_H_
@@ -29,6 +29,7 @@
 #include "agent/daemon/side_files.h"
 #include "agent/doctor/doctor.h"
 #include "agent/health/health_monitor.h"
+#include "agent/holds/holds_watcher.h"
 #include "agent/inventory/inventory.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
@@ -53,6 +54,10 @@ struct AgentOptions {
   // How long an Allocate's grant withdraws its device from conflicting pools
   // before PodResources confirms it (see PoolRegistryOptions::grant_ttl).
   absl::Duration grant_ttl = absl::Seconds(60);
+  // How long every hold is kept after a kubelet restart, and how long a
+  // failing PodResources List keeps them (see holds::HoldsWatcherOptions).
+  absl::Duration kubelet_restart_settle = absl::Seconds(30);
+  absl::Duration list_failure_bound = absl::Minutes(5);
   bool write_cdi = false;         // write CDI specs into paths.cdi_dir
   bool cdi_devices = false;       // Allocate also returns cdi_devices names
   std::string memlock_hook_path;  // host path of fabric-memlock-hook; empty: no hook
@@ -81,9 +86,10 @@ class Agent {
   void OnNodeChanged(const NodeInventory& inventory,
                      const std::map<std::string, DeviceHealth>& health);
 
-  // Re-reads PodResources now: who holds what, allocated counts, and the
-  // exclusive/shared conflict withdrawal. Returns false if it could not.
-  bool RefreshAllocations();
+  // Observes the kubelet now (PodResources List + checkpoint): who holds
+  // what, allocated counts, and the exclusive/shared conflict withdrawal.
+  void RefreshAllocations() { holds_->RunRound(); }
+  holds::HoldsStatus holds_status() const { return holds_->status(); }
 
   // The HTTP views.
   std::string MetricsText() const;
@@ -114,8 +120,7 @@ class Agent {
  private:
   absl::Status ApplyConfig(const Config& config);
   status::StatusInput StatusNow() const;
-  void RequestRefresh();
-  void RunAllocationWatcher();
+  void ReconcileCniIfDue();
 
   const AgentOptions options_;
   // Declared first: outlives the servers, writers and views that use it.
@@ -135,16 +140,10 @@ class Agent {
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
   status::ReadinessReasons readiness_;  // read by /readyz on the HTTP loop
-  std::atomic<uint64_t> podresources_errors_{0};
-  std::atomic<bool> podresources_seen_{false};  // the socket existed once
-  std::unique_ptr<doctor::Doctor> doctor_;      // null unless --doctor (and it could start)
+  std::unique_ptr<holds::HoldsWatcher> holds_;
+  absl::Time last_cni_reconcile_ = MonotonicNow();  // the holds thread's only
+  std::unique_ptr<doctor::Doctor> doctor_;          // null unless --doctor (and it could start)
   std::string doctor_error_;
-  // The allocation watcher's own state.
-  std::thread watcher_;
-  std::mutex watcher_mu_;
-  std::condition_variable watcher_cv_;
-  bool stop_watcher_ ABSL_GUARDED_BY(watcher_mu_) = false;
-  bool refresh_requested_ ABSL_GUARDED_BY(watcher_mu_) = false;
 };
 
 }  // namespace fabric

@@ -161,10 +161,13 @@ void HoldsWatcher::RunRound() {
               "the List does not show yet are held too",
               options_.checkpoint_path);
     } else {
-      LogWarn(Component::kPodResources,
-              "kubelet checkpoint not used ({}): holds come from the PodResources List alone, "
-              "which misses init containers and is empty right after a kubelet restart",
-              checkpoint.status().message());
+      // Absent is normal until the kubelet first has a device plugin;
+      // anything else (unreadable, not the kubelet's shape) is a warning.
+      const bool absent = absl::IsNotFound(checkpoint.status());
+      LogMessage(Component::kPodResources, absent ? LogLevel::kInfo : LogLevel::kWarn,
+                 absl::StrCat("kubelet checkpoint not used (", checkpoint.status().message(),
+                              "): holds come from the PodResources List alone, which misses "
+                              "init containers and is empty right after a kubelet restart"));
     }
   }
   st_now.checkpoint_ok = checkpoint.ok();
