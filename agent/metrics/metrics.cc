@@ -198,6 +198,8 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
            "PMA data bytes of each device a Pod holds, labelled with the Pod.");
   std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
   for (const PodDeviceHold& hold : in.holds) {
+    // A hold known from the kubelet checkpoint alone has no Pod name yet.
+    if (hold.pod.empty()) continue;
     w.Sample("fabric_pod_device_info",
              {{"namespace", hold.ns},
               {"pod", hold.pod},
@@ -231,6 +233,16 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
   w.Sample("fabric_kubelet_restarts_total", {}, in.kubelet_restarts);
   w.Family("fabric_podresources_errors_total", "counter", "Failed PodResources List calls.");
   w.Sample("fabric_podresources_errors_total", {}, in.podresources_errors);
+  w.Family("fabric_kubelet_view_complete", "gauge",
+           "1 when the kubelet's view of who holds what is complete; 0 while a kubelet restart "
+           "settles or PodResources List fails (holds are then kept, not lifted).");
+  w.Sample("fabric_kubelet_view_complete", {}, in.kubelet_view_complete ? 1 : 0);
+  w.Family("fabric_podresources_list_failing_seconds", "gauge",
+           "How long PodResources List has been failing; 0 while it answers.");
+  w.Sample("fabric_podresources_list_failing_seconds", {}, in.podresources_list_failing_seconds);
+  w.Family("fabric_kubelet_checkpoint_readable", "gauge",
+           "1 when the kubelet's device checkpoint was read in the last round.");
+  w.Sample("fabric_kubelet_checkpoint_readable", {}, in.kubelet_checkpoint_readable ? 1 : 0);
   w.Family("fabric_discovery_warnings", "gauge", "Devices or files skipped by the last discovery.");
   w.Sample("fabric_discovery_warnings", {}, in.discovery_warnings);
   std::set<std::string> live;

@@ -42,6 +42,10 @@ struct MetricsInput {
   std::vector<PodDeviceHold> holds;
   uint64_t kubelet_restarts = 0;
   uint64_t podresources_errors = 0;
+  // The kubelet's view of who holds what (agent/holds).
+  bool kubelet_view_complete = true;
+  double podresources_list_failing_seconds = 0;
+  bool kubelet_checkpoint_readable = false;
   uint64_t discovery_warnings = 0;
 };
 

@@ -31,6 +31,9 @@ MetricsInput BuildMetricsInput(const StatusInput& in) {
   for (const auto& d : node.inventory.devices) m.health.emplace(d.name, DeviceHealth{});
   m.holds = in.pools.holds;
   m.podresources_errors = in.podresources_errors;
+  m.kubelet_view_complete = in.kubelet_view.complete;
+  m.podresources_list_failing_seconds = absl::ToDoubleSeconds(in.kubelet_view.list_failing_for);
+  m.kubelet_checkpoint_readable = in.kubelet_view.checkpoint_ok;
   m.discovery_warnings = node.inventory.warnings.size();
   for (const PoolRegistry::PoolView& p : in.pools.pools) {
     PoolMetrics pm;
@@ -144,9 +147,19 @@ std::string NodeJson(const StatusInput& in) {
                      {"pod", h.pod},
                      {"container", h.container},
                      {"resource", h.resource},
-                     {"device", h.device}});
+                     {"device", h.device},
+                     {"pod_uid", h.pod_uid}});
   }
   out["allocations"] = holds;
+  const holds::HoldsStatus& kv = in.kubelet_view;
+  out["kubelet_view"] = {
+      {"complete", kv.complete},
+      {"incomplete_reason", kv.incomplete_reason},
+      {"checkpoint", kv.checkpoint_ok ? "read" : kv.checkpoint_error},
+      {"podresources_list_failing_seconds", absl::ToDoubleSeconds(kv.list_failing_for)},
+      {"podresources_list_errors", kv.list_errors},
+      {"last_list_error", kv.last_list_error},
+      {"kubelet_restarts", kv.kubelet_restarts}};
   out["warnings"] = node.inventory.warnings;
   return DumpJson(out, 2) + "\n";
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/holds/holds_watcher.h"
 #include "agent/metrics/metrics.h"
 #include "agent/pools/pool_registry.h"
 
@@ -31,6 +32,7 @@ struct StatusInput {
   std::vector<Registration> registrations;
   uint64_t kubelet_restarts = 0;
   uint64_t podresources_errors = 0;
+  holds::HoldsStatus kubelet_view;
 };
 
 // The input of RenderMetrics (agent/metrics).
