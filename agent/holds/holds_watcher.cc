@@ -138,6 +138,13 @@ void HoldsWatcher::RunRound() {
                         static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000u ^
                         static_cast<uint64_t>(st.st_ctim.tv_nsec);
     socket_replaced = socket_ino_ != 0 && id != socket_ino_;
+    if (socket_replaced) {
+      std::lock_guard<std::mutex> lock(status_mu_);
+      status_.kubelet_restarts++;
+    }
+    // Seen in a round whose List failed (the new kubelet not serving yet),
+    // it still names the settle that starts when List answers.
+    replaced_unsettled_ = replaced_unsettled_ || socket_replaced;
     socket_ino_ = id;
   }
 
@@ -181,16 +188,17 @@ void HoldsWatcher::RunRound() {
     // After failures the kubelet may have restarted unseen: settle as well.
     const bool recovered = failing_since_ != absl::InfiniteFuture();
     failing_since_ = absl::InfiniteFuture();
-    if (socket_replaced || recovered) {
-      if (socket_replaced) st_now.kubelet_restarts++;
+    if (replaced_unsettled_ || recovered) {
       // Pods arrive in the new List one by one: none has "left" yet.
       listed_uids_.clear();
       left_uids_.clear();
       settle_from_ = now;
-      settle_why_ = socket_replaced ? "the kubelet restarted (its PodResources socket was replaced)"
-                                    : "PodResources List answers again after failing";
+      settle_why_ = replaced_unsettled_
+                        ? "the kubelet restarted (its PodResources socket was replaced)"
+                        : "PodResources List answers again after failing";
       LogInfo(Component::kPodResources, "{}: every hold is kept for {} while its view settles",
               settle_why_, Seconds(options_.restart_settle));
+      replaced_unsettled_ = false;
     }
     st_now.list_failing_for = absl::ZeroDuration();
     const bool settled = now - settle_from_ >= options_.restart_settle;

@@ -112,7 +112,8 @@ class HoldsWatcher {
 
   // Round state: rounds run on one thread at a time (round_mu_).
   std::mutex round_mu_;
-  uint64_t socket_ino_ ABSL_GUARDED_BY(round_mu_) = 0;
+  uint64_t socket_ino_ ABSL_GUARDED_BY(round_mu_) = 0;  // the socket's identity
+  bool replaced_unsettled_ ABSL_GUARDED_BY(round_mu_) = false;
   absl::Time settle_from_ ABSL_GUARDED_BY(round_mu_) = absl::InfinitePast();
   absl::Time failing_since_ ABSL_GUARDED_BY(round_mu_) = absl::InfiniteFuture();
   std::string settle_why_ ABSL_GUARDED_BY(round_mu_);

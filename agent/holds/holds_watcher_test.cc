@@ -108,6 +108,24 @@ TEST_F(HoldsWatcherTest, AKubeletRestartMakesTheViewIncompleteUntilItSettles) {
   EXPECT_EQ(views_.back().observed_at, now_);
 }
 
+// Seen with the real kubelet v1.20.2 (case 10): the new socket appears a
+// round before the new kubelet answers List; the settle still names it.
+TEST_F(HoldsWatcherTest, ARestartSeenWhileListFailsIsStillNamedARestart) {
+  KubeletStarts();
+  NewWatcher();
+  watcher_->RunRound();
+  KubeletStarts();
+  source_.Set(absl::UnavailableError("connection refused"));
+  now_ += absl::Seconds(2);
+  watcher_->RunRound();
+  source_.Set(std::vector<PodDevices>{});
+  now_ += absl::Seconds(2);
+  watcher_->RunRound();
+  EXPECT_FALSE(views_.back().complete);
+  EXPECT_THAT(views_.back().incomplete_reason, HasSubstr("kubelet restarted"));
+  EXPECT_EQ(watcher_->status().kubelet_restarts, 1u);
+}
+
 TEST_F(HoldsWatcherTest, AFailingListIsBoundedAndSaysSo) {
   KubeletStarts();
   WriteCheckpoint({{"", "", "c", kShared, {"mlx5_0.t0"}, "uid-a"}});
