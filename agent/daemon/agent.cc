@@ -93,7 +93,7 @@ absl::Status Agent::Start() {
   podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
   holds::HoldsWatcherOptions ho;
   ho.podresources_socket = options_.paths.PodResourcesSocket();
-  ho.checkpoint_path = options_.paths.DevicePluginDir() + "/kubelet_internal_checkpoint";
+  ho.checkpoint_path = options_.paths.KubeletCheckpoint();
   ho.interval = options_.podresources_interval;
   ho.restart_settle = options_.kubelet_restart_settle;
   ho.list_failure_bound = options_.list_failure_bound;
