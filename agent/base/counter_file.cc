@@ -45,6 +45,7 @@ bool DescriptorBudget::Take() {
 void DescriptorBudget::Give() { held_.fetch_sub(1, std::memory_order_relaxed); }
 
 bool ParseCounterText(absl::string_view text, uint64_t* value) {
+  if (text.size() > kMaxCounterText) return false;
   absl::string_view s = absl::StripAsciiWhitespace(text);
   return !s.empty() && s.front() != '-' && absl::SimpleAtoi(s, value);
 }
@@ -81,7 +82,7 @@ absl::StatusOr<uint64_t> CounterFile::Read() {
       budgeted_ = true;
     }
   }
-  char buf[64];
+  char buf[kMaxCounterText + 1];  // a full buffer is over-long: refused
   const ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
   if (fd != fd_) ::close(fd);  // over budget: not kept
   if (n < 0) {

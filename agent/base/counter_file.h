@@ -32,7 +32,12 @@ class DescriptorBudget {
   int64_t limit_ = 0;
 };
 
-// "123\n" -> 123. False for empty, negative or non-numeric text.
+// The longest text a counter file may hold: 20 digits and some whitespace.
+// Longer content is not a counter, whoever reads it: CounterFile reads one
+// byte more than this and would otherwise parse only a prefix.
+inline constexpr size_t kMaxCounterText = 63;
+
+// "123\n" -> 123. False for empty, negative, non-numeric or over-long text.
 bool ParseCounterText(absl::string_view text, uint64_t* value);
 
 // One counter file, opened on the first Read and kept open while it reads.

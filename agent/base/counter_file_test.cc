@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "agent/base/file_util.h"
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/test_dirs.h"
@@ -69,6 +70,23 @@ TEST_F(CounterFileTest, MissingFileIsNotFoundAndGarbageIsNamed) {
   EXPECT_NE(s.message().find(dir_ + "/bad: not a counter: '-1\\n'"), std::string::npos) << s;
   Write("bad", "7");  // recovers in place, no newline needed
   EXPECT_THAT(bad.Read(), IsOkAndHolds(7u));
+}
+
+// Found by test/fuzz/sysfs_fuzzer: a file whose first 64 bytes were a number
+// and whitespace read as that number through CounterFile (one pread of 64
+// bytes), while ReadU64 and ParseCounterText, which see it all, refused it.
+TEST_F(CounterFileTest, ContentLongerThanACounterIsRefusedByEveryReader) {
+  const std::string text = "4\n" + std::string(70, '\v') + "junk\n";
+  Write("long", text);
+  CounterFile f(dir_ + "/long");
+  EXPECT_EQ(f.Read().status().code(), absl::StatusCode::kInvalidArgument);
+  uint64_t v = 0;
+  EXPECT_FALSE(ParseCounterText(text, &v));
+  EXPECT_EQ(ReadU64(dir_ + "/long").status().code(), absl::StatusCode::kInvalidArgument);
+  Write("long", "4" + std::string(70, ' ') + "\n");  // only whitespace: still over-long
+  EXPECT_EQ(f.Read().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseCounterText("4" + std::string(70, ' ') + "\n", &v));
+  EXPECT_EQ(ReadU64(dir_ + "/long").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CounterFileTest, FailedReadClosesAndTheNextReadReopensThePath) {

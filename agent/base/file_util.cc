@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/base/counter_file.h"
 #include "agent/base/errors.h"
 
 namespace fabric {
@@ -65,11 +66,12 @@ absl::StatusOr<int64_t> ReadInt(const std::string& path) {
 }
 
 absl::StatusOr<uint64_t> ReadU64(const std::string& path) {
-  auto s = ReadTrimmed(path);
-  if (!s.ok()) return s.status();
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
   uint64_t v;
-  if (s->empty() || s->front() == '-' || !absl::SimpleAtoi(*s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a counter: ", QuoteContent(*s)));
+  if (!ParseCounterText(*text, &v)) {  // the one counter grammar, CounterFile's too
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a counter: ", QuoteContent(absl::StripAsciiWhitespace(*text))));
   }
   return v;
 }
