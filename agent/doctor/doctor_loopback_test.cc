@@ -380,8 +380,10 @@ TEST(DoctorFirstContact, AFailedFirstProbeIsReprobedBeforeItCounts) {
   });
   SinglePeerFile peers("first_contact");
   DoctorOptions o = OneDoctor(peers.path(), "node-a");
-  o.period = absl::Milliseconds(500);
-  o.probe_timeout = absl::Milliseconds(200);
+  // Generous: an answered re-probe must not time out under TSan on a busy
+  // 2-core machine (200 ms did, in CI); only the unanswered first one may.
+  o.period = absl::Milliseconds(1500);
+  o.probe_timeout = absl::Milliseconds(1000);
   Doctor a(o, {{"dev0", "tcp", "", "127.0.0.1"}});
   ASSERT_TRUE(a.Start().ok());
   peers.Set({a.control_port(), f.port()});
