@@ -217,7 +217,9 @@ void HoldsWatcher::RunRound() {
       LogWarn(Component::kPodResources, "PodResources List failed (failing for {}): {}",
               Seconds(st_now.list_failing_for), list.status().message());
     }
-    view.entries = BoundUnlisted(checkpointed, now, false);
+    // Without an answering List nothing can be "unlisted": the checkpoint
+    // (the kubelet's own record) stands as it is.
+    view.entries = checkpointed;
     if (st_now.list_failing_for < options_.list_failure_bound) {
       view.complete = false;
       view.incomplete_reason =
@@ -233,7 +235,7 @@ void HoldsWatcher::RunRound() {
                                        : "no holds are known and grants lapse after their TTL");
     }
   } else if (checkpoint.ok()) {
-    view.entries = BoundUnlisted(checkpointed, now, false);  // no PodResources API here
+    view.entries = checkpointed;  // no PodResources API here: the checkpoint stands
   } else {
     have_view = false;
   }

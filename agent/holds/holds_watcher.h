@@ -49,9 +49,11 @@ struct HoldsWatcherOptions {
   // How long a failing List keeps every hold and grant before the view falls
   // back to the checkpoint alone.
   absl::Duration list_failure_bound = absl::Minutes(5);
-  // A checkpoint entry of a Pod UID that List never showed (an initializing
-  // Pod whose app containers hold no device; a Pod that ended before the
-  // agent started; any Pod during a restart) is held for at most this long.
+  // A checkpoint entry of a Pod UID that an answering List never showed (an
+  // initializing Pod whose app containers hold no device; a Pod that ended
+  // before the agent started; any Pod during a restart) is held for at most
+  // this long. While List fails, or on a node without it, the checkpoint
+  // stands as it is.
   // The kubelet keeps an ended Pod's entries until its next allocation, so
   // without a bound they could withdraw a device indefinitely. A UID List did
   // show is dropped as soon as a settled List no longer shows its Pod.

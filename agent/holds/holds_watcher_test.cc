@@ -145,6 +145,11 @@ TEST_F(HoldsWatcherTest, AFailingListIsBoundedAndSaysSo) {
   EXPECT_EQ(st.list_failing_for, absl::Minutes(5));
   EXPECT_THAT(st.not_ready_reason, HasSubstr("PodResources List failing for 5m"));
   EXPECT_THAT(st.not_ready_reason, HasSubstr("kubelet checkpoint alone"));
+  // However long List fails, the kubelet's record is not aged out.
+  now_ += absl::Minutes(20);
+  watcher_->RunRound();
+  EXPECT_EQ(views_.back().entries.size(), 1u);
+  now_ -= absl::Minutes(20);
   // Without a checkpoint either, grants lapse by TTL only.
   unlink(checkpoint_.c_str());
   watcher_->RunRound();
