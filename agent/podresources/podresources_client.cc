@@ -38,7 +38,8 @@ std::vector<PodDevices> MergePodResources(const v1::PodResources& pod) {
       auto key = std::make_pair(c.name(), d.resource_name());
       auto [it, inserted] = index.emplace(key, out.size());
       if (inserted) {
-        out.push_back(PodDevices{pod.namespace_(), pod.name(), c.name(), d.resource_name(), {}});
+        out.push_back(
+            PodDevices{pod.namespace_(), pod.name(), c.name(), d.resource_name(), {}, {}});
       }
       auto& ids = out[it->second].device_ids;
       for (const auto& id : d.device_ids()) {
