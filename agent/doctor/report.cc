@@ -5,37 +5,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "agent/base/utf8.h"
+#include "agent/base/prometheus_text.h"
 
 namespace fabric::doctor {
 namespace {
 
-// A Prometheus label value: valid UTF-8 (ill-formed bytes become U+FFFD),
-// the format's three escapes (\\, \", \n), and every other control character
-// as U+FFFD, so no value, whatever bytes it holds, can break the scrape.
-std::string Escape(const std::string& v) {
-  const std::string text = SanitizeUtf8(v);
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '\\' || c == '"') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += "\xEF\xBF\xBD";
-    } else if (c == 0xc2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      out += "\xEF\xBF\xBD";  // a C1 control (U+0080..U+009F)
-      ++i;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
+// Label values through the one escaper every exposition writer uses.
+std::string Escape(const std::string& v) { return PrometheusLabelValue(v); }
 
 std::string PairLabels(const PairStatus& p) {
   return fmt::format(R"(peer_node="{}",local_device="{}",peer_device="{}",provider="{}")",
