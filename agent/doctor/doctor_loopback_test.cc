@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "agent/base/utf8.h"
@@ -209,10 +210,14 @@ TEST_F(LoopbackDoctors, AllPairsReachableThenPeerDownWhenANodeStops) {
         i,
         [](const Report& r) {
           if (r.peers != 2 || r.pairs.empty() || Overall(r) != Verdict::kOk) return false;
+          // A pair appears only once it has a verdict beyond first contact,
+          // so wait until both peers have one, not only the quicker.
+          std::set<std::string> nodes;
           for (const PairStatus& p : r.pairs) {
             if (!p.reachable || p.rtt_seconds <= 0 || p.peer_device.empty()) return false;
+            nodes.insert(p.peer_node);
           }
-          return true;
+          return nodes.size() == 2;
         },
         5s))
         << doctors_[i]->PeersJson();
