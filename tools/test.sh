@@ -24,7 +24,13 @@ JOBS=${JOBS:-$(nproc)}
 OUT=${OUT:-$ROOT/build-test}
 mkdir -p "$OUT"
 failures=()
-step() { echo; echo "=== $*"; }
+# Each step prints how long the one before took, so a slow step shows in CI logs.
+step_started=$SECONDS step_name="set-up"
+step() {
+  echo "test.sh: '$step_name' took $((SECONDS - step_started)) s (total $SECONDS s)"
+  step_started=$SECONDS step_name=$*
+  echo; echo "=== $*"
+}
 record() { if [ "$1" -ne 0 ]; then failures+=("$2"); echo "test.sh: FAILED: $2"; fi; }
 
 tools/install-deps.sh test || { echo "test.sh: dependency install failed"; exit 1; }
@@ -160,6 +166,7 @@ if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then
   record $? "e2e"
 fi
 
+echo "test.sh: '$step_name' took $((SECONDS - step_started)) s (total $SECONDS s)"
 echo
 if [ ${#failures[@]} -eq 0 ]; then
   echo "test.sh: all steps passed"
