@@ -22,6 +22,7 @@ HostPaths HostPaths::Defaults() {
   p.kubelet_root = kDefaultKubeletRoot;  // device-plugins/ under it: kKubeletDevicePluginDir
   p.cdi_dir = "/var/run/cdi";
   p.state_dir = "/var/lib/fabric-agent";
+  p.proc_root = "/proc";
   return p;
 }
 

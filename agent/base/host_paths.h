@@ -41,6 +41,9 @@ struct HostPaths {
 
   std::string cdi_dir;    // "/var/run/cdi".
   std::string state_dir;  // "/var/lib/fabric-agent": durable agent state.
+  // "/proc": the host's processes (the agent runs in the host PID namespace
+  // to map RDMA resource owners to Pods, agent/podprocs).
+  std::string proc_root;
 
   // The defaults for a real node. Setting only kubelet_root afterwards moves
   // all three kubelet folders (a fake tree); a real node's paths come from
