@@ -94,6 +94,16 @@ const expectedKubelet = (name) => KUBELET_EXPECT[name] ?? kubeletPaths('/var/lib
 // which ones need the CNI part.
 const BASE_HOST_PATHS = new Set(['/sys', '/var/run/cdi', '/opt/fabric/bin']);
 const CNI_HOST_PATHS = new Set(['/var/run/netns', '/var/run/fabric-agent', '/opt/cni/bin', '/etc/cni/net.d', '/var/lib/fabric-agent']);
+// The observation part (observe.enabled, components/observe): the runtimes'
+// state folders, read-only; per render the folders and hostPath type expected.
+const CONTAINERD_STATE = '/run/containerd/io.containerd.runtime.v2.task';
+const CRIO_STATE = '/run/containers/storage';
+const OBSERVE_EXPECT = {
+  'helm observe.enabled, containerd only, Directory': { dirs: { containerd: CONTAINERD_STATE }, type: 'Directory' },
+};
+const expectedObserve = (name) => OBSERVE_EXPECT[name] ?? { dirs: { containerd: CONTAINERD_STATE, 'cri-o': CRIO_STATE }, type: undefined };
+// Where each runtime keeps its containers' OCI configs under its state folder.
+const RUNTIME_CONFIG_SUBDIR = { containerd: 'k8s.io', 'cri-o': 'overlay-containers' };
 const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--device-plugin-dir',
   '--plugins-registry-dir', '--pod-resources-socket', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
@@ -244,6 +254,7 @@ const kustomizations = {
   'kustomize base': 'kustomize/base',
   'kustomize with-cni': 'kustomize/overlays/with-cni',
   'kustomize with-podmonitor': 'kustomize/overlays/with-podmonitor',
+  'kustomize with-observe': 'kustomize/overlays/with-observe',
   'kustomize k0s': 'kustomize/overlays/k0s',
   'kustomize microk8s': 'kustomize/overlays/microk8s',
 };
@@ -295,6 +306,9 @@ const helmCases = {
   'helm defaults': {},
   'helm cni.enabled': { cni: { enabled: true } },
   'helm podMonitor.enabled': { podMonitor: { enabled: true } },
+  'helm observe.enabled': { observe: { enabled: true } },
+  'helm observe.enabled, containerd only, Directory': { observe: { enabled: true, crioStateDir: '', stateDirType: 'Directory' } },
+  'helm observe.enabled + cni.enabled': { observe: { enabled: true }, cni: { enabled: true } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
   'helm kubeletRoot=/var/lib/k0s/kubelet/ (deprecated)': { kubeletRoot: '/var/lib/k0s/kubelet/' },
   'helm k0s: kubelet.rootDir': { kubelet: { rootDir: K0S } },
@@ -386,6 +400,10 @@ check('helm podMonitor.enabled == kustomize with-podmonitor', () => {
   compareSets(renders['helm podMonitor.enabled'].map(normalizeHelm),
     renders['kustomize with-podmonitor'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
 });
+check('helm observe.enabled == kustomize with-observe', () => {
+  compareSets(renders['helm observe.enabled'].map(normalizeHelm),
+    renders['kustomize with-observe'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
+});
 check('helm kubelet.rootDir == kustomize k0s / microk8s overlays', () => {
   compareSets(renders['helm k0s: kubelet.rootDir'].map(normalizeHelm),
     renders['kustomize k0s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm k0s vs kustomize k0s');
@@ -405,6 +423,7 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     return renders[name];
   };
   const cni = /cni/.test(name);
+  const observe = /observe/.test(name);
 
   check(`${name}: every object passes the Kubernetes schema${realRendered[name] ? ' (real render)' : ''}`, () => {
     for (const o of objs()) validateObject(o);
@@ -423,7 +442,8 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
 
   check(`${name}: every container drops ALL capabilities, read-only root, no escalation, not privileged`, () => {
     const spec = podSpecOf(single(objs(), 'DaemonSet'));
-    assert(!spec.hostPID && !spec.hostIPC, 'hostPID/hostIPC');
+    assert(!spec.hostIPC, 'hostIPC');
+    assertEq(!!spec.hostPID, observe, 'hostPID (only with the observation part)');
     for (const c of allContainers(spec)) {
       const sc = c.securityContext ?? {};
       assertEq(sc.capabilities?.drop, ['ALL'], `${c.name} capabilities.drop`);
@@ -444,6 +464,7 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p)));
     [k.devicePlugins, k.registry, k.podResources].forEach((p) => allowed.add(p));
     if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
+    if (observe) Object.values(expectedObserve(name).dirs).forEach((p) => allowed.add(p));
     const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
     for (const [vol, p] of hostVolumes) {
       assert(p !== '/dev' && !p.startsWith('/dev/'), `volume ${vol} mounts host ${p}`);
@@ -482,6 +503,38 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     const sysMount = agent.volumeMounts.find((m) => m.mountPath === sysfsRoot);
     assert(sysMount, `--sysfs-root=${sysfsRoot} is not a mount`);
     assertEq(spec.volumes.find((v) => v.name === sysMount.name).hostPath?.path, '/sys', '--sysfs-root mount source');
+  });
+
+  check(`${name}: ${observe ? 'observe on: hostPID, --observe, --runtime-state-dir, runtime state folders read-only'
+    : 'observe off: no hostPID, no --observe, no runtime state folders'}`, () => {
+    const spec = podSpecOf(single(objs(), 'DaemonSet'));
+    const agent = spec.containers.find((c) => c.name === 'agent');
+    const stateMounts = (agent.volumeMounts ?? []).filter((m) => /-state$/.test(m.name) && m.name !== 'state');
+    if (!observe) {
+      assert(!spec.hostPID, 'hostPID without observe');
+      assert(flagValue(agent.args, '--observe') === undefined, '--observe without observe');
+      assert(flagValue(agent.args, '--runtime-state-dir') === undefined, '--runtime-state-dir without observe');
+      assertEq(stateMounts.map((m) => m.mountPath), [], 'runtime state folders mounted without observe');
+      return;
+    }
+    assertEq(spec.hostPID, true, 'hostPID');
+    assertEq(flagValue(agent.args, '--observe'), '', '--observe (a bare flag)');
+    const want = expectedObserve(name);
+    const dirFlag = Object.entries(want.dirs).map(([rt, d]) => `${rt}=${d}/${RUNTIME_CONFIG_SUBDIR[rt]}`).join(',');
+    assertEq(flagValue(agent.args, '--runtime-state-dir'), dirFlag, '--runtime-state-dir');
+    assertEq(stateMounts.map((m) => m.mountPath).sort(), Object.values(want.dirs).sort(), 'runtime state folders mounted');
+    for (const m of stateMounts) {
+      assertEq(m.readOnly, true, `${m.mountPath} readOnly`);
+      assert(!m.mountPropagation, `${m.mountPath} mountPropagation`);
+      const hp = spec.volumes.find((v) => v.name === m.name).hostPath;
+      assertEq(hp?.path, m.mountPath, `${m.mountPath}: same path on the host`);
+      // Read-only: never created by the kubelet. Unchecked by default (the
+      // other runtime's folder is missing on a node), Directory when asked.
+      assertEq(hp?.type, want.type, `${m.mountPath}: hostPath type`);
+    }
+    // Still no capability for it (the container-security check covers the
+    // rest); only the CNI part adds NET_ADMIN/SYS_ADMIN.
+    if (!cni) assert(agent.securityContext.capabilities.add === undefined, 'observe adds capabilities');
   });
 
   check(`${name}: scheduled on all Linux nodes, no instance-type allowlist, GPU/EFA taints tolerated`, () => {

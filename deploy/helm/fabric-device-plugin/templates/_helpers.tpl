@@ -45,3 +45,11 @@ capabilities:
   drop:
     - ALL
 {{- end }}
+
+{{/* --runtime-state-dir: where each runtime keeps its containers' OCI configs
+     under the state folders observe.* mounts (values.yaml, observe). */}}
+{{- define "fdp.runtimeStateDirs" -}}
+{{- with .Values.observe.containerdStateDir }}containerd={{ trimSuffix "/" . }}/k8s.io{{ end -}}
+{{- if and .Values.observe.containerdStateDir .Values.observe.crioStateDir }},{{ end -}}
+{{- with .Values.observe.crioStateDir }}cri-o={{ trimSuffix "/" . }}/overlay-containers{{ end -}}
+{{- end }}
