@@ -1,11 +1,22 @@
 // The kernel's RDMA resource tracking (restrack): which QPs, CQs, MRs and PDs
 // exist on each device, and which process owns each. The same data `rdma
 // resource show` prints, read from the RDMA_NLDEV_CMD_RES_{QP,CQ,MR,PD}_GET
-// netlink dumps.
+// netlink dumps (one dump per device and kind; drivers/infiniband/core/nldev.c).
 //
-// The kernel lists a user resource only when its owner's PID is visible in the
-// reader's PID namespace, and kernel-owned resources only to a reader in the
-// initial PID namespace; no capability is needed for the fields used here.
+// What the kernel shows, and to whom (Linux 5.5+; nldev.c has no PID-namespace
+// filter since then): every resource of every device visible from the
+// reader's network namespace (all devices in the default `rdma system` shared
+// mode). A user resource carries its owner's PID as seen from the reader's PID
+// namespace, and no PID at all when the owner is not visible there or has
+// exited (pid 0, empty kern_name here); a kernel-owned one carries kern_name.
+// So attributing Pods' resources needs the host PID namespace (hostPID) and no
+// capability: lqpn/cqn/mrn/pdn, port, pid, kern_name and mrlen are sent to
+// anyone; CAP_NET_ADMIN only adds keys (MR rkey/lkey, PD local_dma_lkey), not
+// read here. Older kernels: 5.3-5.4 list a user resource only if its owner is
+// visible to the reader; 4.16-5.2 only to a reader in the owner's own PID
+// namespace (a hostPID reader sees no container's resources), kernel-owned
+// ones only to the initial PID namespace. QP dumps exist since 4.16, CQ/MR/PD
+// since 4.18, the cqn/mrn/pdn ids since 5.1 (id 0 before).
 #ifndef FABRIC_AGENT_RESTRACK_RDMA_RESOURCES_H_
 #define FABRIC_AGENT_RESTRACK_RDMA_RESOURCES_H_
 
@@ -25,13 +36,29 @@ struct RdmaResource {
   ResourceKind kind = ResourceKind::kQp;
   std::string device;  // RDMA device name (RDMA_NLDEV_ATTR_DEV_NAME)
   uint32_t port = 0;   // QPs bound to a port; 0 otherwise
-  uint32_t id = 0;     // lqpn / cqn / mrn / pdn
+  uint32_t id = 0;     // lqpn / cqn / mrn / pdn (0 when the kernel sends none)
   // The owner: a PID as seen from the reader's PID namespace, or 0 for a
   // kernel-owned resource, which then has kern_name ("ib_core", "rdma_cm").
+  // pid 0 with an empty kern_name: a user resource whose owner is not visible
+  // from the reader's PID namespace, or has exited.
   uint32_t pid = 0;
   std::string kern_name;
   uint64_t mr_bytes = 0;  // MRs: RDMA_NLDEV_ATTR_RES_MRLEN
   bool operator==(const RdmaResource&) const = default;
+};
+
+// What the last Dump() left out, for logs and metrics.
+struct DumpNotes {
+  // Entries dropped because a name in them (device, kern_name) was not clean
+  // text (agent/base/utf8.h CheckExternalName).
+  uint32_t rejected_entries = 0;
+  // Devices that disappeared between the device list and their dumps; their
+  // resources are not in the result.
+  uint32_t vanished_devices = 0;
+  // Dumps restarted (interrupted, receive buffer overrun, a transient error).
+  uint32_t retried_dumps = 0;
+  // The first few reasons for rejections, already escaped (safe to log).
+  std::vector<std::string> reasons;
 };
 
 // The host-access seam: the real one reads netlink, tests give fakes.
@@ -41,6 +68,8 @@ class ResourceSource {
   // Every QP, CQ, MR and PD the kernel shows this process, on every device
   // visible from its network namespace. An error names what failed.
   virtual absl::StatusOr<std::vector<RdmaResource>> Dump() = 0;
+  // What the last Dump() skipped; empty when it skipped nothing.
+  virtual DumpNotes LastDumpNotes() const { return {}; }
 };
 
 // The real source (NETLINK_RDMA through libmnl), opened per Dump.
