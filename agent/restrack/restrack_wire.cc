@@ -267,7 +267,7 @@ absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_a
           return absl::OkStatus();
         };
         absl::Status s;
-        if (a.type == RDMA_NLDEV_ATTR_PORT_INDEX) {
+        if (a.type == RDMA_NLDEV_ATTR_PORT_INDEX && kind == ResourceKind::kQp) {
           if (s = once(&port); !s.ok()) return s;
           return GetU32(what, a, &out->port);
         }
@@ -493,6 +493,7 @@ absl::Status ResourceDumpParser::OnMessage(absl::string_view message) {
 FeedResult FeedBuffer(absl::string_view buffer, uint32_t seq, uint32_t portid, MessageSink& sink,
                       absl::string_view what) {
   FeedResult result;
+  if (buffer.empty()) return result;  // nothing yet: the dump goes on
   auto fail = [&](absl::Status st) {
     result.state = FeedResult::State::kFailed;
     result.error = std::move(st);
