@@ -18,7 +18,9 @@ HttpRequestHead ParseRequestHead(absl::string_view head) {
     return out;
   }
   out.status = 0;
-  out.path = std::string(parts[1].substr(0, parts[1].find('?')));
+  const size_t q = parts[1].find('?');
+  out.path = std::string(parts[1].substr(0, q));
+  if (q != absl::string_view::npos) out.query = std::string(parts[1].substr(q + 1));
   return out;
 }
 

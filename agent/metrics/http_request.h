@@ -16,6 +16,7 @@ struct HttpRequestHead {
   int status = 400;
   bool head_only = false;  // HEAD: answer without the body
   std::string path;        // the request target up to '?' (status 0 only)
+  std::string query;       // after the first '?', "" without one (status 0 only)
 };
 
 // `head`: the request head without its final "\r\n\r\n" (more bytes after

@@ -14,6 +14,17 @@ TEST(ParseRequestHeadTest, GetAndHeadAreRoutedByPathWithoutQuery) {
   EXPECT_EQ(r.status, 0);
   EXPECT_TRUE(r.head_only);
   EXPECT_EQ(r.path, "/healthz");
+  EXPECT_EQ(r.query, "");
+}
+
+TEST(ParseRequestHeadTest, QueryIsKeptApart) {
+  HttpRequestHead r = ParseRequestHead("GET /v1/pods/ml/member-0?window=60s&x=y?z HTTP/1.1");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.path, "/v1/pods/ml/member-0");
+  EXPECT_EQ(r.query, "window=60s&x=y?z");
+  r = ParseRequestHead("GET /v1/pods? HTTP/1.1");
+  EXPECT_EQ(r.path, "/v1/pods");
+  EXPECT_EQ(r.query, "");
 }
 
 TEST(ParseRequestHeadTest, OtherMethodsAre405) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -157,8 +158,8 @@ absl::Status HttpServer::Start(const std::string& address) {
   stop_ = false;
   worker_ = std::thread([this] { Work(); });
   loop_ = std::thread([this] { Loop(); });
-  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node{} on {}:{}",
-          handlers_.peers_json ? " /v1/peers" : "", host, port_);
+  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node{}{} on {}:{}",
+          handlers_.peers_json ? " /v1/peers" : "", handlers_.pods ? " /v1/pods" : "", host, port_);
   return absl::OkStatus();
 }
 
@@ -194,11 +195,16 @@ size_t HttpServer::cached_metrics_bytes() {
   return cached_[kMetrics].body ? cached_[kMetrics].body->size() : 0;
 }
 
-HttpServer::Done HttpServer::Render(View view) {
-  static constexpr const char* kPaths[] = {"/metrics", "/v1/node", "/v1/peers"};
+HttpServer::Done HttpServer::Render(const Job& job) {
+  static constexpr const char* kPaths[] = {"/metrics", "/v1/node", "/v1/peers", "/v1/pods"};
+  const View view = job.view;
   std::string body;
+  HttpAnswer answer;
   const bool ok = Guarded(kPaths[view], handler_errors_, [&] {
     switch (view) {
+      case kPods:
+        answer = handlers_.pods(job.path, job.query);
+        break;
       case kMetrics:
         body = handlers_.metrics();
         break;
@@ -211,7 +217,12 @@ HttpServer::Done HttpServer::Render(View view) {
     }
   });
   renders_++;
-  if (!ok) return Done{view, 500, Body(kInternalError)};
+  const std::string key = view == kPods ? absl::StrCat(job.path, "?", job.query) : "";
+  if (!ok) return Done{view, 500, Body(kInternalError), key, kText};
+  if (view == kPods) {
+    return Done{view, answer.status, Body(std::move(answer.body)), key,
+                std::move(answer.content_type)};
+  }
   if (view == kMetrics) {
     // The server's own counter, after the agent's families.
     absl::StrAppend(&body,
@@ -221,12 +232,12 @@ HttpServer::Done HttpServer::Render(View view) {
                     "fabric_http_handler_errors_total ",
                     handler_errors_.load(), "\n");
   }
-  return Done{view, 200, Body(std::move(body))};
+  return Done{view, 200, Body(std::move(body)), "", ""};
 }
 
 void HttpServer::Work() {
   while (true) {
-    View view;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // A scrape comes every 15-60 s and the cache is good for one second:
@@ -261,13 +272,13 @@ void HttpServer::Work() {
         }
       }
       if (stop_) return;
-      view = jobs_.front();
+      job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    Done d = Render(view);
+    Done d = Render(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (d.status == 200) cached_[view] = Cached{d.body, Clock::now()};
+      if (d.status == 200 && job.view != kPods) cached_[job.view] = Cached{d.body, Clock::now()};
       done_.push_back(std::move(d));
     }
     Wake();
@@ -280,7 +291,10 @@ void HttpServer::Loop() {
   // Per view: the connections waiting for its render (in the queue or
   // running). Non-empty means a job for it is pending: no second one.
   std::vector<uint64_t> waiters[kViews];
-  static constexpr const char* kTypes[] = {kMetricsType, "application/json", "application/json"};
+  // /v1/pods: the connections waiting, per path and query.
+  std::map<std::string, std::vector<uint64_t>> pod_waiters;
+  static constexpr const char* kTypes[] = {kMetricsType, "application/json", "application/json",
+                                           "application/json"};
 
   auto close_conn = [&](std::map<uint64_t, Conn>::iterator it) {
     ::close(it->second.fd);
@@ -334,7 +348,20 @@ void HttpServer::Loop() {
     if (waiters[view].size() > 1) return;  // its render is already pending
     {
       std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(view);
+      jobs_.push_back(Job{view, "", ""});
+    }
+    jobs_cv_.notify_one();
+  };
+  // /v1/pods: one render per path and query, shared by whoever asks meanwhile.
+  auto serve_pods = [&](uint64_t id, Conn& c, const std::string& path, const std::string& query) {
+    c.state = Conn::kWaiting;
+    c.deadline = Clock::now() + absl::ToChronoNanoseconds(options_.queue_timeout);
+    std::vector<uint64_t>& w = pod_waiters[absl::StrCat(path, "?", query)];
+    w.push_back(id);
+    if (w.size() > 1) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(Job{kPods, path, query});
     }
     jobs_cv_.notify_one();
   };
@@ -366,6 +393,8 @@ void HttpServer::Loop() {
       serve_view(id, c, kNode);
     } else if (path == "/v1/peers" && handlers_.peers_json) {
       serve_view(id, c, kPeers);
+    } else if (handlers_.pods && (path == "/v1/pods" || absl::StartsWith(path, "/v1/pods/"))) {
+      serve_pods(id, c, path, req.query);
     } else {
       respond(c, 404, kText, Body("not found\n"));
     }
@@ -446,11 +475,22 @@ void HttpServer::Loop() {
       }
       for (Done& d : done) {
         std::vector<uint64_t> ids_waiting;
-        ids_waiting.swap(waiters[d.view]);
+        if (d.view == kPods) {
+          auto w = pod_waiters.find(d.key);
+          if (w != pod_waiters.end()) {
+            ids_waiting.swap(w->second);
+            pod_waiters.erase(w);
+          }
+        } else {
+          ids_waiting.swap(waiters[d.view]);
+        }
+        const char* type = d.view == kPods   ? d.content_type.c_str()
+                           : d.status == 200 ? kTypes[d.view]
+                                             : kText;
         for (uint64_t id : ids_waiting) {
           auto it = conns.find(id);
           if (it == conns.end() || it->second.state != Conn::kWaiting) continue;  // gone meanwhile
-          respond(it->second, d.status, d.status == 200 ? kTypes[d.view] : kText, d.body);
+          respond(it->second, d.status, type, d.body);
           if (!write_some(it->second)) close_conn(it);
         }
       }

@@ -1,4 +1,5 @@
-// The agent's HTTP endpoint: /metrics, /healthz, /readyz, /v1/node, /v1/peers.
+// The agent's HTTP endpoint: /metrics, /healthz, /readyz, /v1/node, /v1/peers,
+// /v1/pods.
 //
 // A small HTTP/1.1 server (one request per connection, "Connection: close")
 // built so that no client can starve the probes:
@@ -42,6 +43,13 @@
 
 namespace fabric {
 
+// The answer of a handler that routes by path and query (/v1/pods).
+struct HttpAnswer {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
 // A handler may throw: the request is answered 500 and counted.
 struct HttpHandlers {
   std::function<std::string()> metrics;  // Prometheus text
@@ -53,6 +61,12 @@ struct HttpHandlers {
   std::function<std::string()> node_json;
   // The fabric doctor's /v1/peers; unset: no such route (the doctor is off).
   std::function<std::string()> peers_json;
+  // Observed transport (--observe): GET /v1/pods and /v1/pods/{ns}/{pod},
+  // given the path and the query (after '?', "" without one). Rendered on
+  // the worker, never cached by the server (the observer keeps its own);
+  // concurrent requests for the same path and query share one call. Unset:
+  // no such route.
+  std::function<HttpAnswer(const std::string& path, const std::string& query)> pods;
 };
 
 struct HttpServerOptions {
@@ -81,13 +95,20 @@ class HttpServer {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // The views rendered on the worker, each cached and shared.
-  enum View { kMetrics, kNode, kPeers, kViews };
+  // The views rendered on the worker, each cached and shared; kPods is
+  // rendered per path and query, shared by identical requests, not cached.
+  enum View { kMetrics, kNode, kPeers, kPods, kViews };
   struct Conn;
+  struct Job {
+    View view = kMetrics;
+    std::string path, query;  // kPods only
+  };
   struct Done {
     View view;
     int status;
     std::shared_ptr<const std::string> body;
+    std::string key;           // kPods: path '?' query
+    std::string content_type;  // kPods: the handler's
   };
   struct Cached {
     std::shared_ptr<const std::string> body;
@@ -96,8 +117,9 @@ class HttpServer {
 
   void Loop();
   void Work();
-  // Runs `view`'s handler: 200 and its body, or 500 when it throws.
-  Done Render(View view);
+  // Runs the job's handler: 200 and its body (kPods: the handler's status),
+  // or 500 when it throws.
+  Done Render(const Job& job);
   // The cached body of `view` if fresh enough, else nullptr.
   std::shared_ptr<const std::string> Fresh(View view);
   void Wake();
@@ -116,7 +138,7 @@ class HttpServer {
 
   std::mutex mu_;  // jobs_, done_, cached_
   std::condition_variable jobs_cv_;
-  std::deque<View> jobs_;  // at most one per view
+  std::deque<Job> jobs_;  // at most one per view (kPods: per path and query)
   std::vector<Done> done_;
   Cached cached_[kViews];
 };

@@ -100,6 +100,21 @@ class HttpServerTest : public ::testing::Test {
       if (throw_) throw 42;  // not even a std::exception
       return "{\"pairs\":[]}\n";
     };
+    if (with_pods_) {
+      h.pods = [this](const std::string& path, const std::string& query) -> HttpAnswer {
+        std::unique_lock<std::mutex> lock(mu_);
+        pod_calls_.push_back(path + "|" + query);
+        pods_entered_ = true;
+        blocked_cv_.notify_all();
+        release_cv_.wait(lock, [this] { return !block_pods_; });
+        if (throw_) throw std::runtime_error("pods \xff");
+        if (path == "/v1/pods/ml/gone")
+          return HttpAnswer{404, "application/json", "{\"error\":\"no Pod\"}\n"};
+        if (query == "window=1s")
+          return HttpAnswer{400, "application/json", "{\"error\":\"window\"}\n"};
+        return HttpAnswer{200, "application/json", "{\"path\":\"" + path + "\"}\n"};
+      };
+    }
     server_ = std::make_unique<HttpServer>(h, cache, opts);
     ASSERT_OK(server_->Start("127.0.0.1:0"));
     port_ = server_->port();
@@ -119,6 +134,11 @@ class HttpServerTest : public ::testing::Test {
   std::condition_variable release_cv_, blocked_cv_;
   bool block_node_ = false;
   bool node_entered_ = false;
+  // /v1/pods: every call's "path|query"; blocks while block_pods_.
+  bool with_pods_ = true;
+  bool block_pods_ = false;
+  bool pods_entered_ = false;
+  std::vector<std::string> pod_calls_;
 
   // The server goes first: its worker may still be rendering from the
   // members below (destroyed before server_ otherwise).
@@ -130,6 +150,7 @@ class HttpServerTest : public ::testing::Test {
   void ReleaseNode() {
     std::lock_guard<std::mutex> lock(mu_);
     block_node_ = false;
+    block_pods_ = false;
     release_cv_.notify_all();
   }
 };
@@ -344,6 +365,72 @@ TEST_F(HttpServerTest, JsonViewsAreCachedLikeMetrics) {
   EXPECT_EQ(Get(port_, "/v1/peers").status, 200);
   EXPECT_EQ(node_renders_.load(), 1);
   EXPECT_EQ(server_->renders(), 2u);
+}
+
+// /v1/pods (issue 17): the handler gets the path and the query and its
+// status, type and body go out as they are; nothing is cached.
+TEST_F(HttpServerTest, PodsRouteHandsPathAndQueryToItsHandler) {
+  StartServer({}, absl::Seconds(60));
+  Reply one = Get(port_, "/v1/pods/ml/member-0?window=60s");
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(one.body, "{\"path\":\"/v1/pods/ml/member-0\"}\n");
+  EXPECT_THAT(one.head, HasSubstr("Content-Type: application/json"));
+  EXPECT_EQ(Get(port_, "/v1/pods").status, 200);
+  EXPECT_EQ(Get(port_, "/v1/pods").status, 200);  // not cached: asked again
+  Reply gone = Get(port_, "/v1/pods/ml/gone");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_THAT(gone.head, HasSubstr("Content-Type: application/json"));
+  EXPECT_EQ(gone.body, "{\"error\":\"no Pod\"}\n");
+  EXPECT_EQ(Get(port_, "/v1/pods?window=1s").status, 400);
+  EXPECT_EQ(Get(port_, "/v1/podsx").status, 404);  // not the route: the server's 404
+  Reply head = Get(port_, "/v1/pods", 3000, "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_THAT(pod_calls_,
+              ::testing::ElementsAre("/v1/pods/ml/member-0|window=60s", "/v1/pods|", "/v1/pods|",
+                                     "/v1/pods/ml/gone|", "/v1/pods|window=1s", "/v1/pods|"));
+}
+
+TEST_F(HttpServerTest, PodsRequestsAskedMeanwhileShareOneCall) {
+  block_pods_ = true;
+  StartServer();
+  std::vector<std::thread> clients;
+  std::vector<int> statuses(4, 0);
+  clients.emplace_back([&] { statuses[0] = Get(port_, "/v1/pods?window=2m").status; });
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    blocked_cv_.wait(lock, [this] { return pods_entered_; });
+  }
+  for (int i = 1; i < 3; ++i) {
+    clients.emplace_back([&, i] { statuses[i] = Get(port_, "/v1/pods?window=2m").status; });
+  }
+  // Another query is its own call, after the first.
+  clients.emplace_back([&] { statuses[3] = Get(port_, "/v1/pods?window=3m").status; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ReleaseNode();
+  for (auto& t : clients) t.join();
+  EXPECT_THAT(statuses, ::testing::Each(200));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_THAT(pod_calls_,
+              ::testing::UnorderedElementsAre("/v1/pods|window=2m", "/v1/pods|window=3m"));
+}
+
+TEST_F(HttpServerTest, PodsHandlerThatThrowsIs500AndCounted) {
+  StartServer();
+  throw_ = true;
+  Reply r = Get(port_, "/v1/pods/ml/member-0");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "internal error\n");
+  EXPECT_EQ(server_->handler_errors(), 1u);
+  throw_ = false;
+  EXPECT_EQ(Get(port_, "/v1/pods/ml/member-0").status, 200);
+}
+
+TEST_F(HttpServerTest, NoPodsHandlerNoRoute) {
+  with_pods_ = false;
+  StartServer();
+  EXPECT_EQ(Get(port_, "/v1/pods").status, 404);
 }
 
 TEST_F(HttpServerTest, BadAddressesAreRefused) {

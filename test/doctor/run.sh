@@ -290,13 +290,23 @@ if [ -x "$DOC" ]; then
 fi
 
 # ---- 7. alert rules ---------------------------------------------------------------
-RULES=$ROOT/deploy/prometheus/doctor-alerts.yaml
+# Every example rule file in deploy/prometheus, and the unit tests beside them.
 if command -v promtool >/dev/null; then
-  if promtool check rules "$RULES" > "$WORK/promtool.log" 2>&1; then
-    ok "promtool check rules $(basename "$RULES")"
-  else
-    bad "promtool: $(tail -3 "$WORK/promtool.log")"
-  fi
+  for RULES in "$ROOT"/deploy/prometheus/*-alerts.yaml; do
+    if promtool check rules "$RULES" > "$WORK/promtool.log" 2>&1; then
+      ok "promtool check rules $(basename "$RULES")"
+    else
+      bad "promtool: $(tail -3 "$WORK/promtool.log")"
+    fi
+  done
+  for TESTS in "$ROOT"/deploy/prometheus/*-alerts.test.yaml; do
+    [ -f "$TESTS" ] || continue
+    if (cd "$(dirname "$TESTS")" && promtool test rules "$(basename "$TESTS")") > "$WORK/promtool.log" 2>&1; then
+      ok "promtool test rules $(basename "$TESTS")"
+    else
+      bad "promtool test: $(tail -5 "$WORK/promtool.log")"
+    fi
+  done
 else
   echo "SKIP: promtool not installed (alert rules not checked)"
 fi

@@ -1,0 +1,87 @@
+// TransportObserver: the sampler's consumer that keeps the transport verdicts
+// (transport.h) for /v1/pods, /metrics and fabricctl observe.
+//
+// After every sampler round, OnSample evaluates the default window (60 s) for
+// all Pods of interest and caches it: /metrics and /v1/pods without ?window
+// read that cache and cost no evaluation. Other windows are evaluated on
+// demand from the latest ring given. Per Pod and container it remembers the
+// last efa|rdma|tcp verdict of the periodic evaluation and when (the window's
+// end), so an idle container still says what it last did. Thread-safe: one
+// mutex, never held while a window is evaluated.
+#ifndef FABRIC_AGENT_OBSERVE_OBSERVER_H_
+#define FABRIC_AGENT_OBSERVE_OBSERVER_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/metrics/http_server.h"
+#include "agent/observe/transport.h"
+#include "agent/sampler/sample.h"
+
+namespace fabric::observe {
+
+struct ObserverOptions {
+  TransportOptions transport;
+  absl::Duration default_window = kDefaultWindow;
+};
+
+class TransportObserver {
+ public:
+  explicit TransportObserver(ObserverOptions options = {});
+
+  // The sampler's hook, called after each round with its ring (oldest first).
+  void OnSample(const std::vector<sampler::SamplePtr>& ring);
+
+  // The PodTransportList document (every Pod). `window` as ParseWindow reads
+  // it; empty: the default window (cached). Unavailable before the first
+  // sample; InvalidArgument naming a bad window.
+  absl::StatusOr<std::string> PodsJson(absl::string_view window = "") const;
+  // One Pod's PodTransport document; NotFound when no Pod of interest has
+  // that namespace and name.
+  absl::StatusOr<std::string> PodJson(const std::string& ns, const std::string& pod,
+                                      absl::string_view window = "") const;
+
+  // fabric_pod_transport{namespace,pod,container,observed} and
+  // fabric_pod_transport_fallback{namespace,pod,container} of the default
+  // window, as Prometheus text (appended to /metrics by the wiring).
+  std::string MetricsText() const;
+
+  // HttpHandlers::pods: GET /v1/pods and /v1/pods/{namespace}/{pod} with an
+  // optional query "window=60s". 200 with the document; 400 naming a bad
+  // window; 404 for an unknown Pod or path; 503 before the first sample. Error
+  // bodies are {"error": "..."}. Never throws on its inputs.
+  HttpAnswer ServeHttp(const std::string& path, const std::string& query) const;
+
+  // The cached default-window result (nullopt before the first sample).
+  std::optional<WindowResult> Current() const;
+
+ private:
+  using ContainerKey = std::tuple<std::string, std::string, std::string>;  // uid, ns/pod, name
+  struct LastNonIdle {
+    Verdict verdict;
+    absl::Time at;
+  };
+
+  // The result for `window` (empty: the cache), with last_non_idle filled.
+  absl::StatusOr<std::shared_ptr<const WindowResult>> Result(absl::string_view window) const;
+  void FillLastNonIdle(WindowResult& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static ContainerKey KeyOf(const PodObservation& p, const ContainerObservation& c);
+
+  const ObserverOptions options_;
+  mutable std::mutex mu_;
+  std::vector<sampler::SamplePtr> ring_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const WindowResult> current_ ABSL_GUARDED_BY(mu_);
+  std::map<ContainerKey, LastNonIdle> last_non_idle_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fabric::observe
+
+#endif  // FABRIC_AGENT_OBSERVE_OBSERVER_H_
