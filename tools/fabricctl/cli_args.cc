@@ -190,7 +190,66 @@ absl::Status ParseDoctor(ArgCursor& c, DoctorOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ParseObserve(ArgCursor& c, ObserveOptions& o) {
+  while (!c.Done()) {
+    Flag f = c.Next();
+    if (f.name == "--agent") {
+      FABRIC_ASSIGN_OR_RETURN(o.agent, c.Value(f));
+      if (o.agent.empty()) return Usage("--agent: empty address");
+      if (o.agent.find("://") == std::string::npos) o.agent = "http://" + o.agent;
+      o.agent_given = true;
+    } else if (f.name == "--pod") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      const size_t slash = v.find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == v.size() ||
+          v.find('/', slash + 1) != std::string::npos) {
+        return Usage(absl::StrCat("--pod: expected NAMESPACE/NAME, got '", v, "'"));
+      }
+      o.pod_namespace = v.substr(0, slash);
+      o.pod_name = v.substr(slash + 1);
+    } else if (f.name == "--window") {
+      FABRIC_ASSIGN_OR_RETURN(o.window, c.Value(f));
+      // The agent checks the range (15s..10m); only URL-safe text goes out.
+      if (o.window.empty() || o.window.find_first_not_of("0123456789hms") != std::string::npos) {
+        return Usage(absl::StrCat("--window: expected a duration such as 60s, 2m or 1m30s, got '",
+                                  o.window, "'"));
+      }
+    } else if (f.name == "--expect") {
+      FABRIC_ASSIGN_OR_RETURN(o.expect, c.Value(f));
+      if (o.expect != "efa" && o.expect != "rdma") {
+        return Usage(absl::StrCat("--expect: expected efa or rdma, got '", o.expect, "'"));
+      }
+    } else if (f.name == "-o" || f.name == "--output") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
+    } else {
+      return Usage(absl::StrCat("observe: unknown argument '", f.name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void ApplyObserveEnvironment(ObserveOptions& o, const char* (*getenv)(const char*)) {
+  if (!o.agent_given) {
+    const char* host_ip = getenv("HOST_IP");
+    if (host_ip != nullptr && *host_ip != '\0') {
+      const std::string ip(host_ip);
+      o.agent = ip.find(':') != std::string::npos
+                    ? fmt::format("http://[{}]:{}", ip, kDefaultAgentPort)
+                    : fmt::format("http://{}:{}", ip, kDefaultAgentPort);
+    }
+  }
+  if (o.pod_name.empty()) {
+    const char* ns = getenv("POD_NAMESPACE");
+    const char* name = getenv("POD_NAME");
+    if (ns != nullptr && name != nullptr && *ns != '\0' && *name != '\0') {
+      o.pod_namespace = ns;
+      o.pod_name = name;
+    }
+  }
+}
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
@@ -292,7 +351,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
   HostPaths defaults = HostPaths::Defaults();
   cmd.check.dev_root = cmd.devices.dev_root = defaults.dev_root;
   cmd.check.sysfs_root = cmd.devices.sysfs_root = defaults.sysfs_root;
-  if (args.empty()) return Usage("missing command (check, bench, devices, doctor); see --help");
+  if (args.empty()) {
+    return Usage("missing command (check, bench, devices, doctor, observe); see --help");
+  }
   const std::string& sub = args[0];
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") return cmd;  // kHelp
@@ -311,8 +372,12 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
   } else if (sub == "doctor") {
     cmd.kind = Command::Kind::kDoctor;
     if (auto s = ParseDoctor(cursor, cmd.doctor); !s.ok()) return s;
+  } else if (sub == "observe") {
+    cmd.kind = Command::Kind::kObserve;
+    if (auto s = ParseObserve(cursor, cmd.observe); !s.ok()) return s;
   } else {
-    return Usage(absl::StrCat("unknown command '", sub, "' (check, bench, devices, doctor)"));
+    return Usage(
+        absl::StrCat("unknown command '", sub, "' (check, bench, devices, doctor, observe)"));
   }
   return cmd;
 }
@@ -371,6 +436,18 @@ Usage:
       provider the doctor probes with (or --provider) against the peer's
       `fabricctl bench --listen`; provider line first, refuses a mismatch (exit 8).
 
+  fabricctl observe [--pod NS/NAME] [--agent URL] [--window D] [--expect efa|rdma] [-o json]
+      The transport each container really used (the agent's /v1/pods; the agent
+      runs with --observe): efa, rdma, tcp, idle or unknown, with attribution and
+      byte counts, one line per container. --pod defaults to
+      $POD_NAMESPACE/$POD_NAME when both are set; without a Pod, every Pod on the
+      node (exit code of the worst). --agent defaults to http://$HOST_IP:9435
+      when HOST_IP is set (downward API status.hostIP: a Pod checks itself),
+      else http://127.0.0.1:9435. --window 15s..10m (default 60s). --expect:
+      the fabric the workload must use. -o json prints the agent's document
+      (PodTransport, or PodTransportList without a Pod). Worst first: 20, 23,
+      22, 21, 0.
+
 SIZE accepts 4096, 4k, 1m, 2g (binary multiples).
 
 Exit codes:
@@ -386,6 +463,12 @@ Exit codes:
   10 doctor: fabric-unreachable
   11 doctor: peer-down
   12 doctor: no-peers
+  13 doctor: not-probed
+  20 observe: tcp where a fabric was granted or expected (a fallback)
+  21 observe: idle (fabric and other bytes under the floor)
+  22 observe: unknown (see the reason), or the Pod is not observed
+  23 observe: a fabric other than --expect
+  (observe: 1 when the agent cannot be reached or serves no /v1/pods)
 )";
 }
 

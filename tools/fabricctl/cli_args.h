@@ -29,6 +29,10 @@ enum ExitCode : int {
   kExitDoctorPeerDown = 11,           // doctor: a peer answers neither
   kExitDoctorNoPeers = 12,            // doctor: no other node in the peer list
   kExitDoctorNotProbed = 13,          // doctor: pairs never probed (provider mismatch, ...)
+  kExitObserveFallback = 20,          // observe: tcp where a fabric was granted or expected
+  kExitObserveIdle = 21,              // observe: idle (under the floor both ways)
+  kExitObserveUnknown = 22,           // observe: unknown (or the Pod is not observed)
+  kExitObserveMismatch = 23,          // observe: a fabric other than --expect
 };
 
 enum class OutputFormat { kText, kJson };
@@ -90,13 +94,33 @@ struct DoctorOptions {
   OutputFormat format = OutputFormat::kText;
 };
 
+inline constexpr uint16_t kDefaultAgentPort = 9435;  // fabric-agent --metrics-address
+
+struct ObserveOptions {
+  // The agent's HTTP address. Unless --agent is given: http://$HOST_IP:9435
+  // when HOST_IP is set (the downward API's status.hostIP, so a Pod can ask
+  // its node's agent), else the local agent (ApplyObserveEnvironment).
+  std::string agent = "http://127.0.0.1:9435";
+  bool agent_given = false;
+  // --pod NS/NAME; unless given, $POD_NAMESPACE/$POD_NAME when both are set.
+  std::string pod_namespace, pod_name;
+  std::string window;  // --window, passed as ?window= ("" = the agent's 60 s)
+  std::string expect;  // --expect efa|rdma ("" = none)
+  OutputFormat format = OutputFormat::kText;
+};
+
+// Fills the defaults that come from the environment (`getenv` returns
+// nullptr for an unset variable).
+void ApplyObserveEnvironment(ObserveOptions& o, const char* (*getenv)(const char*));
+
 struct Command {
-  enum class Kind { kHelp, kCheck, kBench, kDevices, kDoctor };
+  enum class Kind { kHelp, kCheck, kBench, kDevices, kDoctor, kObserve };
   Kind kind = Kind::kHelp;
   CheckOptions check;
   BenchOptions bench;
   DevicesOptions devices;
   DoctorOptions doctor;
+  ObserveOptions observe;
 };
 
 // args excludes argv[0]. kInvalidArgument with a one-line reason on misuse.

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "tools/fabricctl/cli_args.h"
 #include "tools/fabricctl/devices.h"
 #include "tools/fabricctl/doctor_cmd.h"
+#include "tools/fabricctl/observe.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -26,6 +28,15 @@ int RunCheck(const CheckOptions& o) {
     fmt::print("{}", CheckReportToText(facts, policy, report));
   }
   return VerdictExitCode(report.verdict);
+}
+
+int RunObserveCommand(ObserveOptions o) {
+  ApplyObserveEnvironment(o, [](const char* name) -> const char* { return std::getenv(name); });
+  std::string out, err;
+  const int code = RunObserve(o, &out, &err);
+  fmt::print("{}", out);
+  fmt::print(stderr, "{}", err);
+  return code;
 }
 
 int Main(int argc, char** argv) {
@@ -47,6 +58,8 @@ int Main(int argc, char** argv) {
       return RunDevices(cmd->devices);
     case Command::Kind::kDoctor:
       return RunDoctor(cmd->doctor);
+    case Command::Kind::kObserve:
+      return RunObserveCommand(cmd->observe);
   }
   return kExitUsage;
 }
