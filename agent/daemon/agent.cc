@@ -10,6 +10,7 @@
 #include "agent/metrics/metrics.h"
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "agent/netns/unavailable_rdma_netlink.h"
+#include "agent/podprocs/proc_pod_source.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {
@@ -40,6 +41,33 @@ SideFileOptions SideOptions(const AgentOptions& o) {
   s.memlock_limit = o.memlock_limit;
   s.nfd_features_file = o.nfd_features_file;
   return s;
+}
+
+// "<containerd|cri-o>=<dir>" entries; empty: the runtimes' default places.
+absl::StatusOr<std::vector<podprocs::RuntimeStateDir>> RuntimeStateDirs(
+    const std::vector<std::string>& flags) {
+  if (flags.empty()) return podprocs::DefaultRuntimeStateDirs();
+  std::vector<podprocs::RuntimeStateDir> out;
+  for (const std::string& f : flags) {
+    const size_t eq = f.find('=');
+    const std::string kind = f.substr(0, eq == std::string::npos ? 0 : eq);
+    podprocs::RuntimeStateDir d;
+    if (kind == "containerd") {
+      d.kind = podprocs::RuntimeKind::kContainerd;
+    } else if (kind == "cri-o") {
+      d.kind = podprocs::RuntimeKind::kCrio;
+    } else {
+      return absl::InvalidArgumentError("--runtime-state-dir: '" + f +
+                                        "' is not containerd=DIR or cri-o=DIR");
+    }
+    d.dir = f.substr(eq + 1);
+    if (d.dir.empty() || d.dir[0] != '/') {
+      return absl::InvalidArgumentError("--runtime-state-dir: '" + f +
+                                        "': the directory must be an absolute path");
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace
@@ -79,8 +107,9 @@ absl::Status Agent::Start() {
   if (!inventory.ok()) return inventory.status();
   LogInfo(Component::kDiscovery, "found {} RDMA device(s){}", inventory->devices.size(),
           inventory->rdma_cm ? "" : " (no rdma_cm)");
+  if (absl::Status s = StartSampler(); !s.ok()) return s;
   monitor_ = std::make_unique<HealthMonitor>(
-      options_.paths, config.health,
+      options_.paths, config.health, [this] { return sampler_->Latest(); },
       [this](const NodeInventory& inv, const std::map<std::string, DeviceHealth>& health) {
         OnNodeChanged(inv, health);
       });
@@ -108,6 +137,9 @@ absl::Status Agent::Start() {
   // Holds known before the first advertisement: after an agent restart a
   // running shared Pod's device is withdrawn from exclusive pools at once.
   holds_->RunRound();
+  // The first sample, with the node and its holds, before anything serves:
+  // /metrics has counters from its first scrape, health its first baseline.
+  sampler_->TakeNow();
   // The files are in place before the first registration; later changes are
   // written by the writer's thread, outside every lock Allocate takes.
   side_files_->WriteNow();
@@ -148,6 +180,7 @@ absl::Status Agent::Start() {
   }
   // Started after cni_: the watcher reconciles through it.
   holds_->Start();
+  sampler_->Start();
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
     h.metrics = [this] { return MetricsText(); };
@@ -161,6 +194,8 @@ absl::Status Agent::Start() {
 }
 
 void Agent::Stop() {
+  // First: its rounds read the registry and the holds watcher.
+  if (sampler_) sampler_->Stop();
   if (holds_) holds_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
@@ -200,6 +235,55 @@ void Agent::OnNodeChanged(const NodeInventory& inventory,
   registry_->SetNode(inventory, health);
 }
 
+absl::Status Agent::StartSampler() {
+  restrack::ResourceSource* resources = nullptr;
+  podprocs::ProcSource* procs = nullptr;
+  if (options_.observe) {
+    auto dirs = RuntimeStateDirs(options_.runtime_state_dirs);
+    if (!dirs.ok()) return dirs.status();
+    resources = options_.resource_source;
+    if (resources == nullptr) {
+      owned_resources_ = restrack::OpenNetlinkResourceSource();
+      resources = owned_resources_.get();
+    }
+    procs = options_.proc_source;
+    if (procs == nullptr) {
+      owned_procs_ = std::make_unique<podprocs::ProcPodSource>(
+          podprocs::ProcPodSource::Options{options_.paths.proc_root, *std::move(dirs)});
+      procs = owned_procs_.get();
+    }
+    LogInfo(Component::kAgent, "observation on: RDMA resources from netlink, Pods from {}",
+            options_.paths.proc_root);
+  }
+  sampler::SamplerOptions so;
+  so.paths = options_.paths;
+  so.period = options_.sample_period;
+  sampler::SamplerInputs in;
+  // The live devices as the registry knows them (set before the first round).
+  in.devices = [this] { return registry_->node().inventory.devices; };
+  in.grants = [this] { return Grants(); };
+  in.holds = [this] {
+    if (!holds_) return sampler::HoldsState{false, "the kubelet has not been asked yet"};
+    const holds::HoldsStatus st = holds_->status();
+    return sampler::HoldsState{st.complete, st.incomplete_reason};
+  };
+  sampler_ = std::make_unique<sampler::Sampler>(so, std::move(in), resources, procs);
+  return absl::OkStatus();
+}
+
+std::vector<sampler::Grant> Agent::Grants() const {
+  const Config config = registry_->config();
+  std::vector<sampler::Grant> out;
+  for (PodDeviceHold& hold : registry_->holds()) {
+    const PoolConfig* pool = config.FindPool(hold.resource);
+    sampler::Grant g;
+    g.exclusive = pool != nullptr && pool->mode == PoolMode::kExclusive;
+    g.hold = std::move(hold);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 void Agent::ReconcileCniIfDue() {
   if (!cni_ || MonotonicNow() - last_cni_reconcile_ < absl::Seconds(60)) return;
   last_cni_reconcile_ = MonotonicNow();
@@ -218,7 +302,20 @@ status::StatusInput Agent::StatusNow() const {
 }
 
 std::string Agent::MetricsText() const {
-  std::string out = metrics_renderer_.Render(status::BuildMetricsInput(StatusNow()));
+  MetricsInput in = status::BuildMetricsInput(StatusNow());
+  if (sampler_) {
+    // The counters come from the latest sample: a scrape reads no file.
+    in.sample = sampler_->Latest();
+    const sampler::SamplerStatus st = sampler_->status();
+    SamplerMetrics sm;
+    sm.rounds = st.rounds;
+    sm.last_round_seconds = absl::ToDoubleSeconds(st.last_round);
+    if (in.sample)
+      sm.last_sample_age_seconds = absl::ToDoubleSeconds(MonotonicNow() - in.sample->mono);
+    sm.unreadable_devices = st.unreadable_devices;
+    in.sampler = sm;
+  }
+  std::string out = RenderMetrics(in);
   if (doctor_) out += doctor_->MetricsText();
   out += side_files_->MetricsText();
   return out;

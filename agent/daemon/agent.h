@@ -6,6 +6,8 @@
 //                --> status views (/metrics, /readyz, /v1/node)
 //                --> CNI service (through PoolDeviceResolver)
 //   HoldsWatcher (PodResources List + kubelet checkpoint) --> PoolRegistry::SetHolds
+//   Sampler (every counter file, restrack, /proc; own thread) --> /metrics,
+//     health's EFA error counters, the observer (agent/observe)
 // The daemon is the only place that knows both plugin/ and the agent modules.
 #ifndef FABRIC_AGENT_DAEMON_AGENT_H_
 #define FABRIC_AGENT_DAEMON_AGENT_H_
@@ -35,9 +37,12 @@
 #include "agent/metrics/metrics.h"
 #include "agent/model/device.h"
 #include "agent/netns/rdma_netlink.h"
+#include "agent/podprocs/pod_processes.h"
 #include "agent/podresources/podresources_client.h"
 #include "agent/pools/pool_device_resolver.h"
 #include "agent/pools/pool_registry.h"
+#include "agent/restrack/rdma_resources.h"
+#include "agent/sampler/sampler.h"
 #include "agent/status/node_status.h"
 #include "plugin/deviceplugin/plugin_manager.h"
 
@@ -65,6 +70,20 @@ struct AgentOptions {
   std::string nfd_features_file;  // NFD local feature file; empty: not written
   std::string agent_socket;       // CNI agent socket; empty: the CNI part is off
   doctor::DoctorOptions doctor;   // the fabric doctor (--doctor*); off by default
+  // How often the sampler reads every counter file (and, with observe, the
+  // RDMA resources and Pods' processes): /metrics and health show values at
+  // most this old.
+  absl::Duration sample_period = absl::Seconds(5);
+  // --observe: who owns which fabric resources (RDMA netlink) and each Pod's
+  // own network bytes (/proc under paths.proc_root). Off: every Pod's verdict
+  // is unknown, "observation is off".
+  bool observe = false;
+  // "<containerd|cri-o>=<dir>": where the runtimes keep containers' OCI
+  // configs (Pod and container names); empty: their default locations.
+  std::vector<std::string> runtime_state_dirs;
+  // Tests: the sources observe uses instead of netlink and /proc (borrowed).
+  restrack::ResourceSource* resource_source = nullptr;
+  podprocs::ProcSource* proc_source = nullptr;
 };
 
 class Agent {
@@ -115,11 +134,17 @@ class Agent {
   PoolRegistry& registry() { return *registry_; }
   PluginManager& plugins() { return *plugins_; }
   HealthMonitor* health_monitor() { return monitor_.get(); }
+  // The one reader of counter files (null before Start). The observer's
+  // samples come from it (Sampler::OnSample, set before the first period).
+  sampler::Sampler* sampler() { return sampler_.get(); }
   const AgentOptions& options() const { return options_; }
 
  private:
   absl::Status ApplyConfig(const Config& config);
   status::StatusInput StatusNow() const;
+  absl::Status StartSampler();
+  // What the sampler records each round: every hold with its pool's mode.
+  std::vector<sampler::Grant> Grants() const;
   void ReconcileCniIfDue();
 
   const AgentOptions options_;
@@ -127,8 +152,6 @@ class Agent {
   std::unique_ptr<PoolRegistry> registry_;
   PoolDeviceResolver resolver_{registry_.get()};
   std::unique_ptr<SideFileWriter> side_files_;
-  // Keeps counter files open between /metrics renders.
-  mutable MetricsRenderer metrics_renderer_{options_.paths};
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<AttachmentSource> attachments_;
   std::unique_ptr<Inventory> inventory_;  // publishes device lists into monitor_
@@ -144,6 +167,11 @@ class Agent {
   absl::Time last_cni_reconcile_ = MonotonicNow();  // the holds thread's only
   std::unique_ptr<doctor::Doctor> doctor_;          // null unless --doctor (and it could start)
   std::string doctor_error_;
+  // Observation's sources when the agent opened them (--observe).
+  std::unique_ptr<restrack::ResourceSource> owned_resources_;
+  std::unique_ptr<podprocs::ProcSource> owned_procs_;
+  // Declared after everything its callbacks read: destroyed (stopped) first.
+  std::unique_ptr<sampler::Sampler> sampler_;
 };
 
 }  // namespace fabric

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -56,6 +58,18 @@ ABSL_FLAG(std::string, doctor_address, "0.0.0.0:7946", "Doctor control channel l
 ABSL_FLAG(std::string, doctor_period, "10s", "Doctor probe period (e.g. 10s, 500ms)");
 ABSL_FLAG(int, doctor_sample, 2,
           "Doctor: rotating peers each device probes per period, besides its fixed partner");
+ABSL_FLAG(std::string, sample_period, "5s",
+          "How often every counter file is read (and, with --observe, the RDMA resources and "
+          "Pods' processes); /metrics and EFA error-counter health use the latest sample");
+ABSL_FLAG(bool, observe, false,
+          "Observe each Pod's transport: RDMA resource owners (netlink) and Pods' own network "
+          "bytes (/proc; needs the host PID namespace). Off: verdicts are unknown");
+ABSL_FLAG(std::string, proc_root, "/proc", "Where the host's /proc is visible (--observe)");
+ABSL_FLAG(std::vector<std::string>, runtime_state_dir, {},
+          "Container runtimes' state directories for Pod and container names (--observe), "
+          "containerd=DIR or cri-o=DIR, comma-separated; empty: "
+          "containerd=/run/containerd/io.containerd.runtime.v2.task/k8s.io,"
+          "cri-o=/run/containers/storage/overlay-containers");
 ABSL_FLAG(std::string, nfd_features_file, "",
           "Write Node Feature Discovery labels to this file (features.d); empty: off");
 
@@ -101,6 +115,7 @@ int main(int argc, char** argv) {
   }
   opts.paths.cdi_dir = absl::GetFlag(FLAGS_cdi_dir);
   opts.paths.state_dir = absl::GetFlag(FLAGS_state_dir);
+  opts.paths.proc_root = absl::GetFlag(FLAGS_proc_root);
   opts.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   opts.write_cdi = absl::GetFlag(FLAGS_write_cdi) && !opts.paths.cdi_dir.empty();
   opts.cdi_devices = absl::GetFlag(FLAGS_cdi_devices);
@@ -108,6 +123,14 @@ int main(int argc, char** argv) {
   opts.memlock_limit = absl::GetFlag(FLAGS_memlock_limit);
   opts.agent_socket = absl::GetFlag(FLAGS_agent_socket);
   opts.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_sample_period), &opts.sample_period) ||
+      opts.sample_period < absl::Milliseconds(10)) {
+    std::fprintf(stderr, "fabric-agent: --sample-period: '%s' is not a duration of 10ms or more\n",
+                 absl::GetFlag(FLAGS_sample_period).c_str());
+    return 2;
+  }
+  opts.observe = absl::GetFlag(FLAGS_observe);
+  opts.runtime_state_dirs = absl::GetFlag(FLAGS_runtime_state_dir);
   opts.doctor.enabled = absl::GetFlag(FLAGS_doctor);
   opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
   opts.doctor.provider = absl::GetFlag(FLAGS_doctor_provider);

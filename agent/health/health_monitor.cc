@@ -8,9 +8,11 @@
 
 namespace fabric {
 
-HealthMonitor::HealthMonitor(HostPaths paths, HealthConfig config, Publish publish)
+HealthMonitor::HealthMonitor(HostPaths paths, HealthConfig config, SampleSource latest_sample,
+                             Publish publish)
     : paths_(std::move(paths)),
       layout_(paths_),
+      latest_sample_(std::move(latest_sample)),
       publish_(std::move(publish)),
       config_(std::move(config)) {}
 
@@ -128,40 +130,50 @@ bool HealthMonitor::CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
   return changed_state;
 }
 
-void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth* h) {
+namespace {
+
+// A counter of `c`: device-level on current kernels, under port 1 on older
+// ones (< ~5.14), as the driver placed it.
+const CounterValue* FindErrorCounter(const sampler::DeviceCounters& c, const std::string& name) {
+  const CounterValue* at_port = nullptr;
+  for (const CounterValue& v : c.hw) {
+    if (v.name != name) continue;
+    if (v.port == "0") return &v;
+    if (v.port == "1" && at_port == nullptr) at_port = &v;
+  }
+  return at_port;
+}
+
+}  // namespace
+
+void HealthMonitor::CheckEfa(const RdmaDevice& dev, const sampler::Sample* sample, absl::Time now,
+                             DeviceHealth* h) {
   EfaTrack& track = efa_[dev.name];
   const EfaHealthRule& rule = config_.efa;
-  if (now - track.last_check >= absl::Milliseconds(rule.check_interval_ms)) {
+  // A check compares the counters of the newest sample with those of the
+  // sample the previous check used: the growth window is the check interval
+  // or the sample period, whichever is longer.
+  if (now - track.last_check >= absl::Milliseconds(rule.check_interval_ms) && sample != nullptr &&
+      sample->seq != track.last_seq) {
     track.last_check = now;
+    track.last_seq = sample->seq;
+    const sampler::DeviceCounters* counters = nullptr;
+    for (const sampler::DeviceCounters& c : sample->counters) {
+      if (c.device == dev.name) counters = &c;
+    }
     for (const auto& counter : rule.error_counters) {
-      // Device-level on current kernels; under the port on older ones (< ~5.14).
-      // Keep the file where each counter was found, open, instead of failing a
-      // read per poll or walking the path again.
-      absl::StatusOr<uint64_t> v = absl::NotFoundError("");
-      if (auto it = track.file.find(counter.name); it != track.file.end()) {
-        v = it->second.Read();
-        if (!v.ok()) track.file.erase(it);
-      }
-      if (!v.ok()) {
-        for (const std::string& dir :
-             {layout_.DeviceHwCountersDir(dev.name), layout_.PortHwCountersDir(dev.name, 1)}) {
-          CounterFile candidate(absl::StrCat(dir, "/", counter.name));
-          v = candidate.Read();
-          if (v.ok()) {
-            track.file.emplace(counter.name, std::move(candidate));
-            break;
-          }
-        }
-      }
-      if (!v.ok()) continue;
+      // Not sampled (a device newer than the sample) or unreadable: nothing
+      // learnt; the previous verdict and value stand.
+      const CounterValue* v = counters ? FindErrorCounter(*counters, counter.name) : nullptr;
+      if (v == nullptr) continue;
       auto last = track.last.find(counter.name);
-      if (last != track.last.end() && *v >= last->second &&
-          *v - last->second >= counter.threshold) {
+      if (last != track.last.end() && v->value >= last->second &&
+          v->value - last->second >= counter.threshold) {
         track.last_growth = now;
-        track.last_problem = absl::StrCat(counter.name, " grew by ", *v - last->second,
+        track.last_problem = absl::StrCat(counter.name, " grew by ", v->value - last->second,
                                           " (threshold ", counter.threshold, ")");
       }
-      track.last[counter.name] = *v;
+      track.last[counter.name] = v->value;
     }
   }
   if (track.last_growth != absl::InfinitePast() &&
@@ -174,6 +186,9 @@ void HealthMonitor::CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth
 
 std::map<std::string, DeviceHealth> HealthMonitor::Evaluate(absl::Time now) {
   std::map<std::string, DeviceHealth> out;
+  // One sample for every device of this evaluation (a short lock in the
+  // sampler; no file is read here).
+  const sampler::SamplePtr sample = latest_sample_ ? latest_sample_() : nullptr;
   for (RdmaDevice& dev : inventory_.devices) {
     if (inventory_.in_pod_netns.count(dev.name)) {
       // In a Pod's netns: the host cannot see its ports or counters. Held.
@@ -184,7 +199,7 @@ std::map<std::string, DeviceHealth> HealthMonitor::Evaluate(absl::Time now) {
     DeviceHealth h;
     // EFA ports are hard-wired ACTIVE by the driver: only counters tell.
     if (dev.kind == DeviceKind::kEfa) {
-      CheckEfa(dev, now, &h);
+      CheckEfa(dev, sample.get(), now, &h);
     } else {
       CheckPorts(dev, now, &h);
     }

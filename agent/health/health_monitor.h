@@ -1,6 +1,8 @@
 // HealthMonitor: keeps per-device health current by polling only the files
-// that matter (port state for RDMA, configured error counters for EFA) and
-// publishing a new view when a verdict changes. Every change carries a reason.
+// that matter (port state for RDMA) and the configured EFA error counters in
+// the sampler's latest sample (agent/sampler, the one reader of counter
+// files), and publishing a new view when a verdict changes. Every change
+// carries a reason.
 // It watches the devices it is given (SetInventory, from agent/inventory); it
 // never lists devices. A device held in a Pod netns (NodeInventory::
 // in_pod_netns) is not visible from the host: its last verdict is held.
@@ -16,11 +18,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/base/counter_file.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
 #include "agent/inventory/sysfs_layout.h"
 #include "agent/model/device.h"
+#include "agent/sampler/sample.h"
 
 namespace fabric {
 
@@ -28,7 +30,12 @@ class HealthMonitor {
  public:
   using Publish = std::function<void(const NodeInventory& inventory,
                                      const std::map<std::string, DeviceHealth>& health)>;
-  HealthMonitor(HostPaths paths, HealthConfig config, Publish publish);
+  // The newest sample (Sampler::Latest); null before the first one.
+  using SampleSource = std::function<sampler::SamplePtr()>;
+  // EFA error counters are read from `latest_sample`'s counters: a growth
+  // shows at the first check after the sample that carries it, so detection
+  // takes up to one sample period more than config.efa.check_interval_ms.
+  HealthMonitor(HostPaths paths, HealthConfig config, SampleSource latest_sample, Publish publish);
   ~HealthMonitor();
 
   // Every `now` is on the monotonic clock, MonotonicNow()
@@ -59,8 +66,7 @@ class HealthMonitor {
   };
   struct EfaTrack {
     std::map<std::string, uint64_t> last;  // counter -> last value
-    // counter -> the file it was found in, kept open (one pread per check).
-    std::map<std::string, CounterFile> file;
+    uint64_t last_seq = 0;                 // the sample `last` came from
     absl::Time last_check = absl::InfinitePast();
     absl::Time last_growth = absl::InfinitePast();
     std::string last_problem;
@@ -68,8 +74,8 @@ class HealthMonitor {
 
   bool CheckPorts(RdmaDevice& dev, absl::Time now, DeviceHealth* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckEfa(const RdmaDevice& dev, absl::Time now, DeviceHealth* h)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckEfa(const RdmaDevice& dev, const sampler::Sample* sample, absl::Time now,
+                DeviceHealth* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, DeviceHealth> Evaluate(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evaluates, logs the changes and publishes; `force` publishes unchanged
   // verdicts too (a new device list). Called with publish_mu_ held.
@@ -77,6 +83,7 @@ class HealthMonitor {
 
   const HostPaths paths_;
   const SysfsLayout layout_;
+  const SampleSource latest_sample_;
   const Publish publish_;
   // Held across evaluate+publish so two publishers (the poll thread and the
   // inventory's SetInventory) cannot deliver views out of order.

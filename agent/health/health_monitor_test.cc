@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/sampler/sampler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
@@ -16,25 +17,43 @@ using ::testing::HasSubstr;
 
 class HealthMonitorTest : public ::testing::Test {
  protected:
+  // The monitor reads EFA error counters from the sampler's latest sample;
+  // the sampler here reads the fake tree's devices on the test's clock.
   void StartMonitor(HealthConfig cfg = DefaultConfig().health) {
     cfg.port_hold_down_ms = 2000;
     cfg.efa.check_interval_ms = 1000;
     cfg.efa.quiet_period_ms = 60000;
-    monitor_ = std::make_unique<HealthMonitor>(fs_.paths(), cfg,
-                                               [this](const NodeInventory& inv, const auto& h) {
-                                                 published_++;
-                                                 last_inv_ = inv;
-                                                 last_health_ = h;
-                                               });
+    sampler::SamplerOptions so;
+    so.paths = fs_.paths();
+    so.clock = [this] { return t_; };
+    sampler::SamplerInputs in;
+    in.devices = [this] {
+      auto inv = DiscoverNode(fs_.paths());
+      return inv.ok() ? inv->devices : std::vector<RdmaDevice>{};
+    };
+    sampler_ = std::make_unique<sampler::Sampler>(so, in, nullptr, nullptr);
+    monitor_ = std::make_unique<HealthMonitor>(
+        fs_.paths(), cfg, [this] { return sampler_->Latest(); },
+        [this](const NodeInventory& inv, const auto& h) {
+          published_++;
+          last_inv_ = inv;
+          last_health_ = h;
+        });
     auto inv = DiscoverNode(fs_.paths());
     ASSERT_OK(inv);
+    sampler_->TakeNow();
     last_health_ = monitor_->Prime(*inv, t_);
   }
   void Advance(absl::Duration d) { t_ += d; }
-  bool Tick() { return monitor_->Tick(t_); }
+  // A sample, then a health poll (as the agent's two threads would).
+  bool Tick() {
+    sampler_->TakeNow();
+    return monitor_->Tick(t_);
+  }
   DeviceHealth H(const std::string& name) { return last_health_[name]; }
 
   FakeSysfs fs_;
+  std::unique_ptr<sampler::Sampler> sampler_;
   std::unique_ptr<HealthMonitor> monitor_;
   absl::Time t_ = absl::FromUnixSeconds(1000000);
   int published_ = 0;
@@ -103,27 +122,68 @@ int OpenFilesUnder(const std::string& dir) {
   return n;
 }
 
-// The error counters are read through descriptors kept open (one pread per
-// check, no path walk): after the first check, every configured counter of
-// every EFA device holds exactly one descriptor, whatever the number of
-// checks, and in-place changes are still seen.
-TEST_F(HealthMonitorTest, EfaCountersStayOpenAcrossChecks) {
-  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
-  fs_.AddEfa("rdmap80s0", "0000:50:00.0", {});
-  StartMonitor();
-  const int per_device = static_cast<int>(DefaultConfig().health.efa.error_counters.size());
-  ASSERT_GT(per_device, 0);
-  EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
+// Issue 17: the sampler is the one reader of counter files. The monitor
+// reads the error counters from the samples it is given and holds no
+// descriptor under the tree, whatever the number of checks; a check on a
+// sample it already used learns nothing new.
+TEST(HealthMonitorSampleTest, ErrorCountersComeFromSamplesNotFiles) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  fs.AddEfa("rdmap80s0", "0000:50:00.0", {});
+  fs.SetCounter("rdmap79s0", 0, "cmds_err", 100);  // the files say 100 throughout
+  auto make = [&](uint64_t seq, uint64_t cmds_err) {
+    auto s = std::make_shared<sampler::Sample>();
+    s->seq = seq;
+    for (const char* dev : {"rdmap79s0", "rdmap80s0"}) {
+      sampler::DeviceCounters c;
+      c.device = dev;
+      c.hw.push_back({"0", "cmds_err", std::string(dev) == "rdmap79s0" ? cmds_err : 0});
+      s->counters.push_back(c);
+    }
+    return s;
+  };
+  sampler::SamplePtr latest = make(1, 0);
+  HealthConfig cfg = DefaultConfig().health;
+  cfg.efa.check_interval_ms = 1000;
+  std::map<std::string, DeviceHealth> health;
+  HealthMonitor monitor(
+      fs.paths(), cfg, [&] { return latest; },
+      [&](const NodeInventory&, const auto& h) { health = h; });
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  absl::Time t = absl::FromUnixSeconds(1000000);
+  health = monitor.Prime(*inv, t);
+  EXPECT_TRUE(health["rdmap79s0"].healthy);
   for (int i = 0; i < 5; ++i) {
-    Advance(absl::Seconds(1));
-    Tick();
-    EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
+    t += absl::Seconds(1);
+    EXPECT_FALSE(monitor.Tick(t)) << "the files' 100 is never read";
   }
+  latest = make(2, 3);
+  t += absl::Seconds(1);
+  ASSERT_TRUE(monitor.Tick(t));
+  EXPECT_EQ(health["rdmap79s0"].reason, "cmds_err grew by 3 (threshold 1)");
+  EXPECT_TRUE(health["rdmap80s0"].healthy);
+  // A sample already used (same seq) is not compared again: had it been, the
+  // 7 more would be a growth.
+  latest = make(2, 10);
+  t += absl::Seconds(61);
+  ASSERT_TRUE(monitor.Tick(t));
+  EXPECT_TRUE(health["rdmap79s0"].healthy);
+  EXPECT_EQ(OpenFilesUnder(fs.root()), 0);
+}
+
+// The detection latency: a growth in the files shows only once a sample
+// carries it (up to one sample period later than before).
+TEST_F(HealthMonitorTest, EfaCounterGrowthShowsWithTheNextSample) {
+  fs_.AddEfa("rdmap79s0", "0000:4f:00.0", {});
+  StartMonitor();
   fs_.SetCounter("rdmap79s0", 0, "cmds_err", 3);
+  Advance(absl::Seconds(1));
+  EXPECT_FALSE(monitor_->Tick(t_)) << "no sample has it yet";
+  EXPECT_TRUE(monitor_->health()["rdmap79s0"].healthy);
   Advance(absl::Seconds(1));
   ASSERT_TRUE(Tick());
   EXPECT_EQ(H("rdmap79s0").reason, "cmds_err grew by 3 (threshold 1)");
-  EXPECT_EQ(OpenFilesUnder(fs_.root()), 2 * per_device);
 }
 
 TEST_F(HealthMonitorTest, EfaCounterGrowthUnhealthyThenQuietPeriodHealthy) {

@@ -93,7 +93,7 @@ bool IsPmaData(const std::string& name, std::string* direction) {
   return true;
 }
 
-std::string Render(const MetricsInput& in, CounterReader& reader) {
+std::string Render(const MetricsInput& in) {
   Writer w;
   w.Family("fabric_build_info", "gauge", "Agent build information.");
   w.Sample("fabric_build_info", {{"version", in.version}}, 1);
@@ -109,7 +109,11 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
            "PMA port_xmit_data/port_rcv_data converted to bytes (they count 4-byte words).");
   w.Family("fabric_pma_stat_total", "counter", "Other IB PMA port counters (counters/).");
 
-  std::map<std::string, std::pair<std::vector<Counter>, std::vector<Counter>>> counters;
+  // The sample's counters by device (the sample outlives the render).
+  std::map<std::string_view, const sampler::DeviceCounters*> counters;
+  if (in.sample) {
+    for (const sampler::DeviceCounters& c : in.sample->counters) counters.emplace(c.device, &c);
+  }
   for (const RdmaDevice& d : in.devices) {
     w.Sample("fabric_device_info",
              {{"device", d.name},
@@ -133,13 +137,13 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
                1);
       w.Sample("fabric_port_active", {{"device", d.name}, {"port", port}}, p.active() ? 1 : 0);
     }
-    auto& [hw, pma] = counters[d.name];
-    reader.Read(d, &hw, &pma);
-    for (const Counter& c : hw) {
+    auto found = counters.find(d.name);
+    if (found == counters.end()) continue;
+    for (const Counter& c : found->second->hw) {
       w.Sample("fabric_hw_stat_total", {{"device", d.name}, {"port", c.port}, {"counter", c.name}},
                c.value);
     }
-    for (const Counter& c : pma) {
+    for (const Counter& c : found->second->pma) {
       std::string dir;
       if (IsPmaData(c.name, &dir)) {
         w.Sample("fabric_port_data_bytes_total",
@@ -213,13 +217,13 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
     if (it == counters.end()) continue;
     Labels l = {{"namespace", hold.ns},  {"pod", hold.pod}, {"container", hold.container},
                 {"device", hold.device}, {"port", ""},      {"counter", ""}};
-    for (const Counter& c : it->second.first) {
+    for (const Counter& c : it->second->hw) {
       l[4].second = c.port;
       l[5].second = c.name;
       w.Sample("fabric_pod_hw_stat_total", l, c.value);
     }
     l[5].first = "direction";
-    for (const Counter& c : it->second.second) {
+    for (const Counter& c : it->second->pma) {
       std::string dir;
       if (!IsPmaData(c.name, &dir)) continue;
       l[4].second = c.port;
@@ -245,25 +249,27 @@ std::string Render(const MetricsInput& in, CounterReader& reader) {
   w.Sample("fabric_kubelet_checkpoint_readable", {}, in.kubelet_checkpoint_readable ? 1 : 0);
   w.Family("fabric_discovery_warnings", "gauge", "Devices or files skipped by the last discovery.");
   w.Sample("fabric_discovery_warnings", {}, in.discovery_warnings);
-  std::set<std::string> live;
-  for (const RdmaDevice& d : in.devices) live.insert(d.name);
-  reader.Retain(live);
+  if (in.sampler) {
+    const SamplerMetrics& s = *in.sampler;
+    w.Family("fabric_sampler_rounds_total", "counter",
+             "Sampling rounds taken (each reads every counter file once).");
+    w.Sample("fabric_sampler_rounds_total", {}, s.rounds);
+    w.Family("fabric_sampler_round_seconds", "gauge", "How long the last sampling round took.");
+    w.Sample("fabric_sampler_round_seconds", "fabric_sampler_round_seconds", {},
+             absl::StrCat(s.last_round_seconds));
+    w.Family("fabric_sampler_last_sample_age_seconds", "gauge",
+             "Age of the sample this scrape's counters come from.");
+    w.Sample("fabric_sampler_last_sample_age_seconds", "fabric_sampler_last_sample_age_seconds", {},
+             absl::StrCat(s.last_sample_age_seconds));
+    w.Family("fabric_sampler_unreadable_devices", "gauge",
+             "Devices none of whose counters could be read in the last sample.");
+    w.Sample("fabric_sampler_unreadable_devices", {}, s.unreadable_devices);
+  }
   return w.Text();
 }
 
 }  // namespace
 
-MetricsRenderer::MetricsRenderer(HostPaths paths, CounterFiles* files)
-    : counters_(std::move(paths), files) {}
-
-std::string MetricsRenderer::Render(const MetricsInput& in) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return fabric::Render(in, counters_);
-}
-
-std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths) {
-  CounterReader reader(paths);
-  return Render(in, reader);
-}
+std::string RenderMetrics(const MetricsInput& in) { return Render(in); }
 
 }  // namespace fabric

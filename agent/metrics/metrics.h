@@ -1,23 +1,21 @@
 // Prometheus exposition for the node: devices, ports, every hw counter, PMA
 // data counters in bytes, pools, registration, Allocate latency, and the
 // counters of each allocated device again under the Pod that holds it.
-// Rendering is a pure function of a MetricsInput plus sysfs counter reads, so
-// it is golden-tested on fake trees.
+// Rendering is a pure function of a MetricsInput: the counters come from the
+// sampler's latest sample (agent/sampler), so a scrape reads no file. It is
+// golden-tested on fake trees.
 #ifndef FABRIC_AGENT_METRICS_METRICS_H_
 #define FABRIC_AGENT_METRICS_METRICS_H_
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "agent/base/host_paths.h"
 #include "agent/base/latency_histogram.h"
-#include "agent/metrics/counter_reader.h"
 #include "agent/model/device.h"
+#include "agent/sampler/sample.h"
 
 namespace fabric {
 
@@ -34,6 +32,14 @@ struct PoolMetrics {
   LatencyHistogram::Snapshot allocate_latency;
 };
 
+// The sampler's own state (agent/sampler), at render time.
+struct SamplerMetrics {
+  uint64_t rounds = 0;
+  double last_round_seconds = 0;
+  double last_sample_age_seconds = 0;
+  uint64_t unreadable_devices = 0;  // devices none of whose counters could be read
+};
+
 struct MetricsInput {
   std::string version;
   std::vector<RdmaDevice> devices;             // live devices
@@ -47,26 +53,17 @@ struct MetricsInput {
   double podresources_list_failing_seconds = 0;
   bool kubelet_checkpoint_readable = false;
   uint64_t discovery_warnings = 0;
+  // The counters of the devices above, as the sampler read them last (null:
+  // no counter series). A device missing from it (discovered after the
+  // sample) gets its counter series from the next sample on.
+  sampler::SamplePtr sample;
+  std::optional<SamplerMetrics> sampler;  // nullopt: no sampler (one-shot renders)
 };
 
-// Renders the Prometheus text format (version 0.0.4). Counter files are read
-// at render time through descriptors it keeps open between renders
-// (CounterReader), so a render costs one pread per counter and opens no file
-// once the node's counter set is known. Renders are serialized.
-class MetricsRenderer {
- public:
-  // `files` is borrowed (nullptr: the real filesystem under paths.sysfs_root).
-  explicit MetricsRenderer(HostPaths paths, CounterFiles* files = nullptr);
-  std::string Render(const MetricsInput& in);
-
- private:
-  std::mutex mu_;
-  CounterReader counters_;
-};
-
-// One render that opens, reads and closes every counter file (fabricctl,
-// tests). A long-lived caller keeps a MetricsRenderer instead.
-std::string RenderMetrics(const MetricsInput& in, const HostPaths& paths);
+// Renders the Prometheus text format (version 0.0.4). Reads no file: a
+// one-shot caller without a sampler fills `sample` with
+// sampler::SampleCountersOnce first.
+std::string RenderMetrics(const MetricsInput& in);
 
 }  // namespace fabric
 

@@ -12,6 +12,7 @@
 #include "agent/base/utf8.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "agent/health/health_monitor.h"
+#include "agent/sampler/sampler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"
@@ -31,6 +32,8 @@ MetricsInput Input(const testing::FakeSysfs& fs) {
   in.version = "test";
   in.devices = inv->devices;
   for (const auto& d : in.devices) in.health[d.name] = DeviceHealth{};
+  // The counters as the sampler reads them: one read of the tree, now.
+  in.sample = sampler::SampleCountersOnce(fs.paths(), in.devices);
   return in;
 }
 
@@ -56,7 +59,7 @@ TEST(MetricsTest, CountersPortsHealthAndPodLabels) {
   p.registration_mode = "kubelet";
   in.pools.push_back(p);
 
-  const std::string text = RenderMetrics(in, fs.paths());
+  const std::string text = RenderMetrics(in);
   EXPECT_THAT(
       text,
       HasSubstr(
@@ -95,10 +98,17 @@ TEST(MetricsTest, HealthReasonLabelIsBoundedWhateverTheDetail) {
   HealthConfig cfg;
   cfg.efa.error_counters = {{"cmds_err", 1}};
   cfg.efa.check_interval_ms = 1000;
-  HealthMonitor monitor(fs.paths(), cfg, [](const NodeInventory&, const auto&) {});
   auto inv = DiscoverNode(fs.paths());
   ASSERT_OK(inv);
+  sampler::SamplerInputs sampled;
+  sampled.devices = [&] { return inv->devices; };
+  sampler::SamplerOptions so;
+  so.paths = fs.paths();
+  sampler::Sampler counters(so, sampled, nullptr, nullptr);
+  HealthMonitor monitor(
+      fs.paths(), cfg, [&] { return counters.Latest(); }, [](const NodeInventory&, const auto&) {});
   absl::Time t = absl::FromUnixSeconds(1000000);
+  counters.TakeNow();
   monitor.Prime(*inv, t);
   const std::set<std::string> allowed = {"", "port_down", "error_counters", "device_removed",
                                          "other"};
@@ -110,12 +120,13 @@ TEST(MetricsTest, HealthReasonLabelIsBoundedWhateverTheDetail) {
     fs.SetCounter("rdmap79s0", 0, "cmds_err", cmds_err += growth);
     fs.SetPortState("mlx5_0", 1, growth == 7 ? "1: DOWN" : "2: INIT", "3: Disabled");
     t += absl::Seconds(2);
+    counters.TakeNow();
     monitor.Tick(t);
     MetricsInput in = Input(fs);
     in.health = monitor.health();
     ASSERT_FALSE(in.health["rdmap79s0"].healthy);
     EXPECT_THAT(in.health["rdmap79s0"].reason, HasSubstr(absl::StrCat(growth)));  // detail kept
-    const std::string text = RenderMetrics(in, fs.paths());
+    const std::string text = RenderMetrics(in);
     for (std::sregex_iterator it(text.begin(), text.end(), healthy_re), end; it != end; ++it) {
       EXPECT_TRUE(allowed.count((*it)[2])) << "unbounded reason label: " << (*it)[2];
       series.insert((*it)[1].str() + "/" + (*it)[2].str());
@@ -141,13 +152,18 @@ class CountingFiles : public CounterFiles {
     opens++;
     return CounterFiles::Open(path);
   }
-  int opens = 0, lists = 0;
+  ssize_t Read(int fd, char* buf, size_t size) override {
+    reads++;
+    return CounterFiles::Read(fd, buf, size);
+  }
+  int opens = 0, lists = 0, reads = 0;
 };
 
-// Issue 13: a render used to open ~1,100 sysfs files at 32 devices. Once the
-// counter set is known a render opens none (one pread each) and still sees
-// the current values. Not timed: it counts opens through the seam.
-TEST(MetricsRendererTest, RenderOpensNoFileOnceCountersAreKnown) {
+// Issue 13: a render used to open ~1,100 sysfs files at 32 devices. Issue 17:
+// the sampler is the one reader of counter files, so a render does no counter
+// I/O at all: it shows the latest sample, and a change in the files shows
+// with the next sample. Not timed: it counts through the seam.
+TEST(MetricsRendererTest, RenderDoesNoCounterIoAfterASample) {
   testing::FakeSysfs fs;
   fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
   fs.AddEfa("rdmap80s0", "0000:50:00.0", {.numa_node = 0});
@@ -156,12 +172,19 @@ TEST(MetricsRendererTest, RenderOpensNoFileOnceCountersAreKnown) {
   fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 10);
   MetricsInput in = Input(fs);
   in.holds.push_back({"ns", "p", "c", "r.io/x", "rdmap79s0"});
+  const std::string one_shot = RenderMetrics(in);
   CountingFiles files;
-  MetricsRenderer renderer(fs.paths(), &files);
-  const std::string first = renderer.Render(in);
-  EXPECT_EQ(first, RenderMetrics(in, fs.paths()));  // same text as a one-shot render
-  // Every counter file opened once; nothing else.
+  sampler::SamplerOptions so;
+  so.paths = fs.paths();
+  so.files = &files;
+  sampler::SamplerInputs si;
+  si.devices = [&] { return in.devices; };
+  sampler::Sampler sampler(so, si, nullptr, nullptr);
+  in.sample = sampler.TakeNow();
+  // Every counter file opened and read once by the sample; nothing else.
   size_t counter_lines = 0;
+  const std::string first = RenderMetrics(in);
+  EXPECT_EQ(first, one_shot);  // same text as from a one-shot read
   for (const char* family :
        {"fabric_hw_stat_total{", "fabric_port_data_bytes_total{", "fabric_pma_stat_total{"}) {
     for (size_t pos = 0; (pos = first.find(std::string("\n") + family, pos)) != std::string::npos;
@@ -171,17 +194,42 @@ TEST(MetricsRendererTest, RenderOpensNoFileOnceCountersAreKnown) {
   }
   ASSERT_GT(counter_lines, 0u);
   EXPECT_EQ(static_cast<size_t>(files.opens), counter_lines);
+  EXPECT_EQ(static_cast<size_t>(files.reads), counter_lines);
 
-  files.opens = files.lists = 0;
+  files.opens = files.lists = files.reads = 0;
   fs.SetCounter("rdmap79s0", 1, "tx_bytes", 4242);
   fs.SetPmaCounter("mlx5_0", 1, "port_xmit_data", 11);
   for (int i = 0; i < 3; ++i) {
-    const std::string text = renderer.Render(in);
-    EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 4242\n"));
-    EXPECT_THAT(text, HasSubstr("device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 44\n"));
+    const std::string text = RenderMetrics(in);
+    EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 100\n"))
+        << "the sample's value, not the file's";
   }
+  EXPECT_EQ(files.opens + files.lists + files.reads, 0);
+  in.sample = sampler.TakeNow();
+  const std::string text = RenderMetrics(in);
+  EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 4242\n"));
+  EXPECT_THAT(text, HasSubstr("device=\"mlx5_0\",port=\"1\",direction=\"xmit\"} 44\n"));
   EXPECT_EQ(files.opens, 0);
-  EXPECT_EQ(files.lists, 0);
+  EXPECT_EQ(static_cast<size_t>(files.reads), counter_lines);
+}
+
+void ExpectParsableScrape(const std::string& text);
+
+// The sampler's own series, only where a sampler runs.
+TEST(MetricsTest, SamplerSeries) {
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  MetricsInput in = Input(fs);
+  EXPECT_THAT(RenderMetrics(in), Not(HasSubstr("fabric_sampler_")));
+  in.sampler = SamplerMetrics{7, 0.0025, 1.5, 1};
+  const std::string text = RenderMetrics(in);
+  EXPECT_THAT(text, HasSubstr("# TYPE fabric_sampler_rounds_total counter\n"
+                              "fabric_sampler_rounds_total 7\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE fabric_sampler_round_seconds gauge\n"
+                              "fabric_sampler_round_seconds 0.0025\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_sampler_last_sample_age_seconds 1.5\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_sampler_unreadable_devices 1\n"));
+  ExpectParsableScrape(text);
 }
 
 TEST(MetricsRendererTest, DescriptorsOfDevicesNoLongerRenderedAreClosed) {
@@ -265,7 +313,7 @@ TEST(MetricsTest, AnyLabelBytesGiveAParsableScrape) {
   in.devices.push_back(odd);
   in.health[odd.name] = DeviceHealth{};
   in.holds.push_back({"kv\xff", "pod\"}\n# HELP", "c\\", "vpc.amazonaws.com/efa", odd.name});
-  const std::string text = RenderMetrics(in, fs.paths());
+  const std::string text = RenderMetrics(in);
   EXPECT_THAT(text, HasSubstr("netdev=\"eth\xEF\xBF\xBD\xEF\xBF\xBD\""));
   EXPECT_THAT(text, HasSubstr("pod=\"pod\\\"}\\n# HELP\""));
   ExpectParsableScrape(text);
@@ -299,7 +347,7 @@ TEST(MetricsTest, GoldenNamesTypesAndLabels) {
   PoolMetrics p;
   p.resource = "r.io/x";
   in.pools.push_back(p);
-  const std::string text = RenderMetrics(in, fs.paths());
+  const std::string text = RenderMetrics(in);
 
   std::map<std::string, std::string> types;
   std::map<std::string, std::set<std::string>> labels;

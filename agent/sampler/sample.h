@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/metrics/counter_reader.h"
 #include "agent/model/device.h"
+#include "agent/sampler/counter_reader.h"
 
 namespace fabric::sampler {
 

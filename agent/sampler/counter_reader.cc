@@ -1,4 +1,4 @@
-#include "agent/metrics/counter_reader.h"
+#include "agent/sampler/counter_reader.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -39,6 +39,8 @@ absl::StatusOr<std::vector<std::string>> CounterFiles::List(const std::string& d
 int CounterFiles::Open(const std::string& path) {
   return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
+
+ssize_t CounterFiles::Read(int fd, char* buf, size_t size) { return ::pread(fd, buf, size, 0); }
 
 CounterReader::CounterReader(HostPaths paths, CounterFiles* files, absl::Duration relist_interval)
     : paths_(std::move(paths)), relist_interval_(relist_interval) {
@@ -89,11 +91,11 @@ absl::StatusOr<uint64_t> CounterReader::ReadOne(File& f) {
   char buf[64];
   ssize_t n;
   if (f.fd >= 0) {
-    n = ::pread(f.fd, buf, sizeof(buf), 0);
+    n = files_->Read(f.fd, buf, sizeof(buf));
   } else {
     int fd = files_->Open(f.path);
     if (fd < 0) return absl::NotFoundError(f.path);
-    n = ::pread(fd, buf, sizeof(buf), 0);
+    n = files_->Read(fd, buf, sizeof(buf));
     ::close(fd);
   }
   if (n < 0) return absl::UnavailableError(absl::StrCat(f.path, ": read failed"));
@@ -104,33 +106,47 @@ absl::StatusOr<uint64_t> CounterReader::ReadOne(File& f) {
   return v;
 }
 
-void CounterReader::Read(const RdmaDevice& dev, std::vector<CounterValue>* hw,
-                         std::vector<CounterValue>* pma) {
+CounterReader::ReadResult CounterReader::Read(const RdmaDevice& dev, std::vector<CounterValue>* hw,
+                                              std::vector<CounterValue>* pma) {
   Device& d = devices_[dev.name];
   const absl::Time now = MonotonicNow();  // a duration: never the wall clock
   bool listed = false;
-  if (d.identity != Identity(dev) || now - d.listed_at >= relist_interval_) {
+  // Nothing listed last time (the device's counters not visible then: a
+  // device in a Pod's netns, a listing that raced a driver): listed again
+  // every round, three directory reads, until its counters show.
+  if (d.identity != Identity(dev) || now - d.listed_at >= relist_interval_ || d.files.empty()) {
     List(dev, &d);
     listed = true;
   }
+  ReadResult result;
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool failed = false;
+    result = ReadResult{};
     const size_t hw0 = hw->size(), pma0 = pma->size();
     for (File& f : d.files) {
       auto v = ReadOne(f);
       if (!v.ok()) {
         // A file the kernel removed (ENODEV) or one that went bad: list again.
         if (absl::IsUnavailable(v.status()) || absl::IsNotFound(v.status())) failed = true;
+        if (result.failed++ == 0) result.first_error = std::string(v.status().message());
         continue;
       }
       (f.pma ? pma : hw)->push_back({f.port, f.name, *v});
+      ++result.read;
     }
-    if (!failed || listed) return;
+    if (!failed || listed) break;
     hw->resize(hw0);
     pma->resize(pma0);
     List(dev, &d);
     listed = true;
   }
+  if (result.read == 0 && result.failed == 0) {
+    // Nothing listed: no counter directory (a device gone, or moved into a
+    // Pod's netns, where the host no longer sees it).
+    result.first_error = absl::StrCat(SysfsLayout(paths_).DeviceDir(dev.name),
+                                      ": no counter file (hw_counters, ports/*/counters)");
+  }
+  return result;
 }
 
 void CounterReader::Retain(const std::set<std::string>& live) {

@@ -1,6 +1,6 @@
-// CounterReader: the sysfs counter files of each device, read for every
-// /metrics render through descriptors kept open between renders (pread at
-// offset 0). Once a device's counter set is known, a render opens no file: it
+// CounterReader: the sysfs counter files of each device, read once per sampler
+// round (agent/sampler) through descriptors kept open between rounds (pread at
+// offset 0). Once a device's counter set is known, a round opens no file: it
 // costs one pread per counter, not an open/read/close with a path walk.
 //
 // The set of files is listed again when a device first appears, when its
@@ -12,8 +12,10 @@
 // (the soft limit is raised to the hard one, as Go programs do); counters
 // beyond it are opened and closed per read, as before, so the agent never
 // runs itself out of descriptors.
-#ifndef FABRIC_AGENT_METRICS_COUNTER_READER_H_
-#define FABRIC_AGENT_METRICS_COUNTER_READER_H_
+#ifndef FABRIC_AGENT_SAMPLER_COUNTER_READER_H_
+#define FABRIC_AGENT_SAMPLER_COUNTER_READER_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
@@ -37,17 +39,19 @@ struct CounterDir {
   bool pma = false;  // ports/<n>/counters (IB PMA) rather than hw_counters
 };
 
-// Where a device's counters live. The one place metrics knows the sysfs
-// layout of counters: point it at the inventory's API when that exists.
+// Where a device's counters live (the layout is agent/inventory's SysfsLayout).
 std::vector<CounterDir> CounterDirsOf(const HostPaths& paths, const RdmaDevice& dev);
 
-// The host-access seam for counter files (tests count opens through it).
+// The host-access seam for counter files (tests count lists, opens and reads
+// through it).
 class CounterFiles {
  public:
   virtual ~CounterFiles() = default;
   virtual absl::StatusOr<std::vector<std::string>> List(const std::string& dir);
   // An O_RDONLY descriptor, or -1 with errno set.
   virtual int Open(const std::string& path);
+  // pread(2) at offset 0 of a descriptor Open gave.
+  virtual ssize_t Read(int fd, char* buf, size_t size);
 };
 
 struct CounterValue {
@@ -65,9 +69,18 @@ class CounterReader {
   CounterReader(const CounterReader&) = delete;
   CounterReader& operator=(const CounterReader&) = delete;
 
+  // What one Read found: how many counters it read, and why the others (or
+  // all of them) could not be read.
+  struct ReadResult {
+    size_t read = 0;
+    size_t failed = 0;
+    std::string first_error;  // names the file (or the device, when none was listed)
+  };
   // Every hw counter (device-level and per port) and every PMA counter of
-  // `dev`, in listing order. Not thread-safe: one render at a time.
-  void Read(const RdmaDevice& dev, std::vector<CounterValue>* hw, std::vector<CounterValue>* pma);
+  // `dev`, in listing order, appended to `hw` and `pma`. Not thread-safe: one
+  // reader (the sampler's round) at a time.
+  ReadResult Read(const RdmaDevice& dev, std::vector<CounterValue>* hw,
+                  std::vector<CounterValue>* pma);
   // Closes the descriptors of every device not in `live`.
   void Retain(const std::set<std::string>& live);
 
@@ -100,4 +113,4 @@ class CounterReader {
 
 }  // namespace fabric
 
-#endif  // FABRIC_AGENT_METRICS_COUNTER_READER_H_
+#endif  // FABRIC_AGENT_SAMPLER_COUNTER_READER_H_
