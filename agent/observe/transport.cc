@@ -451,10 +451,15 @@ WindowResult EvaluateWindow(const std::vector<SamplePtr>& ring, absl::Duration w
     po.pod_uid = SanitizeUtf8(p.uid);
 
     // The Pod's own network bytes: the same for all its containers.
+    // From the first sample of the window that shows the Pod: a Pod that
+    // started within the window moved all its bytes after that.
     const PodNet* net_first = nullptr;
     const PodNet* net_last = nullptr;
-    for (const PodNet& n : w.samples.front()->pods) {
-      if (!p.uid.empty() && n.pod_uid == p.uid) net_first = &n;
+    for (const Sample* s : w.samples) {
+      if (net_first || p.uid.empty()) break;
+      for (const PodNet& n : s->pods) {
+        if (n.pod_uid == p.uid) net_first = &n;
+      }
     }
     for (const PodNet& n : newest.pods) {
       if (!p.uid.empty() && n.pod_uid == p.uid) net_last = &n;

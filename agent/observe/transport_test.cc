@@ -524,6 +524,19 @@ TEST(Transport, HumanUnits) {
   EXPECT_EQ(HumanCount(12), "12");
 }
 
+TEST(Transport, APodStartedWithinTheWindowCountsFromItsFirstSample) {
+  auto ring = Ring(13, 5, [](Sample& s, int i) {
+    s.grants = {G("ml", "new", kUidA, "engine", "vpc.amazonaws.com/efa", "rdmap79s0", true)};
+    s.traffic = {Bytes("rdmap79s0", DeviceKind::kEfa, 0)};
+    if (i >= 10) s.pods = {Net(kUidA, (i - 10) * kMiB)};
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(60));
+  const ContainerObservation& c = Only(r);
+  EXPECT_EQ(c.other_bytes, 2 * kMiB);
+  EXPECT_EQ(c.verdict, Verdict::kTcp);
+  EXPECT_TRUE(c.fallback);
+}
+
 TEST(Transport, PodsWithoutGrantOrResourcesAreNotListed) {
   auto ring = Ring(4, 5, [](Sample& s, int i) {
     s.pods = {Net(kUidA, i * 10 * kMiB)};
