@@ -591,7 +591,10 @@ WindowResult EvaluateWindow(const std::vector<SamplePtr>& ring, absl::Duration w
               absl::StrCat("host pid ", pid, " (", h.comm, ") owns ", OwnedText(h.owned)));
         }
         if (auto k = kernel_by_device.find(dev); k != kernel_by_device.end() && k->second.any()) {
-          others.push_back(absl::StrCat("the kernel owns ", OwnedText(k->second)));
+          // PID 0: kernel-owned, or an owner the agent's PID namespace does
+          // not show (or that exited).
+          others.push_back(absl::StrCat("the kernel (or owners not visible to the agent) owns ",
+                                        OwnedText(k->second)));
         }
         if (!others.empty()) {
           ev.push_back(absl::StrCat("also on ", o.device, ": ", absl::StrJoin(others, "; "),
