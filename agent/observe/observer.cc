@@ -121,9 +121,26 @@ absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
   for (const PodObservation& p : (*r)->pods) {
     if (!p.pod.empty() && p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, **r)) + "\n";
   }
+  // Not of interest (no grant, no fabric resource): a Pod that only mounts
+  // the devices by hostPath still gets its verdict when its runtime names it.
+  std::vector<sampler::SamplePtr> ring;
+  absl::Duration length = options_.default_window;
+  if (!window.empty()) length = *ParseWindow(window);  // parsed by Result() above
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring = ring_;
+  }
+  TransportOptions named = options_.transport;
+  named.named_ns = ns;
+  named.named_pod = pod;
+  WindowResult one = EvaluateWindow(ring, length, named);
+  for (const PodObservation& p : one.pods) {
+    if (p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, one)) + "\n";
+  }
   return absl::NotFoundError(
       absl::StrCat("no Pod ", EscapeBytes(ns, 253), "/", EscapeBytes(pod, 253),
-                   " holds a fabric grant or owns fabric resources on this node"));
+                   " holds a fabric grant or owns fabric resources on this node, and no container "
+                   "runtime record names it (--runtime-state-dir)"));
 }
 
 std::string TransportObserver::MetricsText() const {

@@ -245,6 +245,45 @@ TEST(Observer, ErrorsNameWhatIsWrong) {
   EXPECT_NO_THROW(nlohmann::json::parse(hostile.body));
 }
 
+// A Pod that mounts /dev/infiniband by hostPath holds no grant and, denied
+// the device, owns nothing: not of interest, so not listed, but asked for by
+// name it gets a verdict from its own network bytes.
+TEST(Observer, APodAskedForByNameWithoutGrantOrResources) {
+  constexpr char kHostPathUid[] = "0a1b2c3d-0000-4000-8000-00000000000b";
+  constexpr char kHostPathCid[] =
+      "bbbbbbbbbbbb0000000000000000000000000000000000000000000000000002";
+  constexpr char kSandboxCid[] = "bbbbbbbbbbbb0000000000000000000000000000000000000000000000000003";
+  std::vector<SamplePtr> ring;
+  for (int i = 0; i < 4; ++i) {
+    auto s = std::make_shared<Sample>();
+    s->seq = i;
+    s->mono = kMono0 + absl::Seconds(5 * i);
+    s->wall = kWall0 + absl::Seconds(5 * i);
+    s->resources_ok = s->procs_ok = true;
+    PodNet n;
+    n.pod_uid = kHostPathUid;
+    n.pid = 300;
+    n.readable = true;
+    n.tx_bytes = static_cast<uint64_t>(i) * 3 * kMiB;
+    s->pods = {n};
+    s->names[kHostPathUid] =
+        sampler::PodNames{"ml", "hostpath", {{kHostPathCid, "sender"}, {kSandboxCid, ""}}};
+    ring.push_back(std::move(s));
+  }
+  TransportObserver obs;
+  obs.OnSample(ring);
+  nlohmann::json list = Parse(obs.PodsJson());
+  EXPECT_TRUE(list["items"].empty()) << list.dump();
+  nlohmann::json doc = Parse(obs.PodJson("ml", "hostpath", "15s"));
+  ASSERT_EQ(doc["containers"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["containers"][0]["name"], "sender");
+  EXPECT_EQ(doc["containers"][0]["verdict"], "tcp");
+  EXPECT_EQ(doc["containers"][0]["fallback"], false);
+  EXPECT_EQ(doc["containers"][0]["other_bytes"], 9 * kMiB);
+  // Without a runtime record the name leads nowhere.
+  EXPECT_EQ(obs.PodJson("ml", "unnamed").status().code(), absl::StatusCode::kNotFound);
+}
+
 // promtool, where installed (tools/test.sh installs it): `check metrics` on
 // the render, then the alert rules and their unit tests.
 std::string RunCommand(const std::string& cmd, int* rc) {

@@ -422,6 +422,21 @@ WindowResult EvaluateWindow(const std::vector<SamplePtr>& ring, absl::Duration w
     for (const auto& [dev, o] : s->kernel_owned) MaxInto(kernel_by_device[dev], o);
     unidentified = std::max(unidentified, s->unidentified_owners);
   }
+  // The Pod asked for by name, when it is not of interest already: its
+  // runtime-named containers, with neither grant nor resources.
+  if (!options.named_pod.empty()) {
+    const std::string uid = uid_by_name(options.named_ns, options.named_pod);
+    if (!uid.empty() && pods.find(uid) == pods.end()) {
+      PodAcc& p = pods[uid];
+      p.uid = uid;
+      p.ns = options.named_ns;
+      p.pod = options.named_pod;
+      for (const auto& [id, cname] : names[uid].containers) {
+        if (!cname.empty()) p.containers[cname].ids.insert(id);  // "" is the sandbox
+      }
+      if (p.containers.empty()) p.containers[""];
+    }
+  }
   // Names for Pods known by UID only.
   for (auto& [key, p] : pods) {
     if (!p.pod.empty() || p.uid.empty()) continue;

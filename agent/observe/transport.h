@@ -52,6 +52,10 @@ struct TransportOptions {
   uint64_t floor_bytes = kDefaultFloorBytes;
   // 0: floor_bytes / kBytesPerFloorPacket (256 packets for 1 MiB).
   uint64_t floor_packets = 0;
+  // A Pod asked for by name: evaluated even when it holds no grant and owns
+  // no fabric resource (a Pod that mounts /dev/infiniband by hostPath), as
+  // long as its runtime names it (Sample::names). Empty: Pods of interest only.
+  std::string named_ns, named_pod;
   uint64_t PacketFloor() const {
     return floor_packets ? floor_packets
                          : std::max<uint64_t>(1, floor_bytes / kBytesPerFloorPacket);
