@@ -72,6 +72,8 @@ struct PodNet {
   std::string pod_uid;
   uint32_t pid = 0;           // the process it was read through
   bool host_network = false;  // the Pod shares the host netns: no own bytes
+  // The netns was told: its bytes were read, or it is the host's
+  // (host_network, readable, bytes 0). False: `error` says why.
   bool readable = false;
   std::string error;
   uint64_t rx_bytes = 0, tx_bytes = 0;
