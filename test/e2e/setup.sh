@@ -9,6 +9,7 @@ PACKAGES=(
   rdma-core ibverbs-providers ibverbs-utils rdmacm-utils libfabric-bin
   runc jq
   containerd curl gcc libc6-dev  # 09-real-kubelet: containerd + ctr in the VM, the pause image on the host
+  containernetworking-plugins    # 10-observe: bridge, host-local, loopback for the Pods' own netns
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -16,6 +16,8 @@ mkdir -p "$OUTDIR"
 {
   echo '#!/bin/sh'
   printf 'cd %q || exit 99\n' "$PWD"
+  # The VM sees the host's / but not its environment: pass on what in-vm.sh reads.
+  [[ -n ${E2E_CASE_TIMEOUT:-} ]] && printf 'export E2E_CASE_TIMEOUT=%q\n' "$E2E_CASE_TIMEOUT"
   printf '%q ' "$@"
   echo
 } > "$OUTDIR/.vm-cmd.sh"
