@@ -187,6 +187,9 @@ absl::Status Agent::Start() {
     h.not_ready_reason = [this] { return NotReadyReason(); };
     h.node_json = [this] { return NodeJson(); };
     if (options_.doctor.enabled) h.peers_json = [this] { return PeersJson(); };
+    h.pods = [this](const std::string& path, const std::string& query) {
+      return observer_->ServeHttp(path, query);
+    };
     http_ = std::make_unique<HttpServer>(h, options_.metrics_cache);
     if (absl::Status s = http_->Start(options_.metrics_address); !s.ok()) return s;
   }
@@ -268,6 +271,13 @@ absl::Status Agent::StartSampler() {
     return sampler::HoldsState{st.complete, st.incomplete_reason};
   };
   sampler_ = std::make_unique<sampler::Sampler>(so, std::move(in), resources, procs);
+  // Without --observe the verdicts say "unknown: observation is off" rather
+  // than nothing, so a Pod's check is never silently empty.
+  observe::ObserverOptions oo;
+  oo.transport.floor_bytes = options_.observe_floor_bytes;
+  observer_ = std::make_unique<observe::TransportObserver>(oo);
+  sampler_->OnSample(
+      [this](const std::vector<sampler::SamplePtr>& ring) { observer_->OnSample(ring); });
   return absl::OkStatus();
 }
 
@@ -316,6 +326,7 @@ std::string Agent::MetricsText() const {
     in.sampler = sm;
   }
   std::string out = RenderMetrics(in);
+  if (observer_) out += observer_->MetricsText();
   if (doctor_) out += doctor_->MetricsText();
   out += side_files_->MetricsText();
   return out;

@@ -37,6 +37,7 @@
 #include "agent/metrics/metrics.h"
 #include "agent/model/device.h"
 #include "agent/netns/rdma_netlink.h"
+#include "agent/observe/observer.h"
 #include "agent/podprocs/pod_processes.h"
 #include "agent/podresources/podresources_client.h"
 #include "agent/pools/pool_device_resolver.h"
@@ -78,6 +79,8 @@ struct AgentOptions {
   // own network bytes (/proc under paths.proc_root). Off: every Pod's verdict
   // is unknown, "observation is off".
   bool observe = false;
+  // The byte floor of the transport verdicts (docs/observe.md).
+  uint64_t observe_floor_bytes = observe::kDefaultFloorBytes;
   // "<containerd|cri-o>=<dir>": where the runtimes keep containers' OCI
   // configs (Pod and container names); empty: their default locations.
   std::vector<std::string> runtime_state_dirs;
@@ -170,6 +173,9 @@ class Agent {
   // Observation's sources when the agent opened them (--observe).
   std::unique_ptr<restrack::ResourceSource> owned_resources_;
   std::unique_ptr<podprocs::ProcSource> owned_procs_;
+  // The transport verdicts (/v1/pods, fabric_pod_transport): fed by the
+  // sampler's hook, so it outlives the sampler.
+  std::unique_ptr<observe::TransportObserver> observer_;
   // Declared after everything its callbacks read: destroyed (stopped) first.
   std::unique_ptr<sampler::Sampler> sampler_;
 };

@@ -64,6 +64,9 @@ ABSL_FLAG(std::string, sample_period, "5s",
 ABSL_FLAG(bool, observe, false,
           "Observe each Pod's transport: RDMA resource owners (netlink) and Pods' own network "
           "bytes (/proc; needs the host PID namespace). Off: verdicts are unknown");
+ABSL_FLAG(uint64_t, observe_floor_bytes, 1024 * 1024,
+          "Transport verdicts: bytes a window must move to count as traffic (packet-only "
+          "devices such as rxe: this over 4096, in packets)");
 ABSL_FLAG(std::string, proc_root, "/proc", "Where the host's /proc is visible (--observe)");
 ABSL_FLAG(std::vector<std::string>, runtime_state_dir, {},
           "Container runtimes' state directories for Pod and container names (--observe), "
@@ -130,6 +133,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.observe = absl::GetFlag(FLAGS_observe);
+  opts.observe_floor_bytes = absl::GetFlag(FLAGS_observe_floor_bytes);
+  if (opts.observe_floor_bytes == 0) {
+    std::fprintf(stderr, "fabric-agent: --observe-floor-bytes: must be at least 1\n");
+    return 2;
+  }
   opts.runtime_state_dirs = absl::GetFlag(FLAGS_runtime_state_dir);
   opts.doctor.enabled = absl::GetFlag(FLAGS_doctor);
   opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
