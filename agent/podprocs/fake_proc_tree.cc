@@ -290,10 +290,21 @@ std::string FakeProcTree::ContainerId(uint32_t n) {
   return id.substr(0, 64);
 }
 
+namespace {
+// linux.namespaces of an OCI spec: a network entry unless the Pod is hostNetwork.
+void AddNamespaces(nlohmann::json& doc, std::optional<bool> host_network) {
+  if (!host_network) return;
+  nlohmann::json nss = nlohmann::json::array(
+      {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
+  if (!*host_network) nss.push_back({{"type", "network"}, {"path", "/var/run/netns/cni-0"}});
+  doc["linux"] = {{"namespaces", nss}};
+}
+}  // namespace
+
 void FakeProcTree::AddContainerdConfig(const std::string& dir, const std::string& container_id,
                                        const std::string& ns, const std::string& pod,
                                        const std::string& pod_uid, const std::string& container,
-                                       bool sandbox) {
+                                       bool sandbox, std::optional<bool> host_network) {
   nlohmann::json ann = {
       {"io.kubernetes.cri.container-type", sandbox ? "sandbox" : "container"},
       {"io.kubernetes.cri.sandbox-id", container_id},
@@ -305,17 +316,18 @@ void FakeProcTree::AddContainerdConfig(const std::string& dir, const std::string
     ann["io.kubernetes.cri.container-name"] = container;
     ann["io.kubernetes.cri.image-name"] = "registry.example/trainer:1";
   }
-  const nlohmann::json doc = {{"ociVersion", "1.1.0"},
-                              {"process", {{"args", {sandbox ? "/pause" : "/bin/sh"}}}},
-                              {"root", {{"path", "rootfs"}}},
-                              {"annotations", ann}};
+  nlohmann::json doc = {{"ociVersion", "1.1.0"},
+                        {"process", {{"args", {sandbox ? "/pause" : "/bin/sh"}}}},
+                        {"root", {{"path", "rootfs"}}},
+                        {"annotations", ann}};
+  AddNamespaces(doc, host_network);
   WriteTestFile(dir + "/" + container_id + "/config.json", DumpJson(doc));
 }
 
 void FakeProcTree::AddCrioConfig(const std::string& dir, const std::string& container_id,
                                  const std::string& ns, const std::string& pod,
                                  const std::string& pod_uid, const std::string& container,
-                                 bool sandbox) {
+                                 bool sandbox, std::optional<bool> host_network) {
   const nlohmann::json ann = {
       {"io.kubernetes.cri-o.ContainerType", sandbox ? "sandbox" : "container"},
       {"io.kubernetes.cri-o.ContainerID", container_id},
@@ -324,10 +336,11 @@ void FakeProcTree::AddCrioConfig(const std::string& dir, const std::string& cont
       {"io.kubernetes.pod.namespace", ns},
       {"io.kubernetes.pod.uid", pod_uid},
   };
-  const nlohmann::json doc = {{"ociVersion", "1.0.2-dev"},
-                              {"process", {{"args", {sandbox ? "/pause" : "/bin/sh"}}}},
-                              {"root", {{"path", "merged"}}},
-                              {"annotations", ann}};
+  nlohmann::json doc = {{"ociVersion", "1.0.2-dev"},
+                        {"process", {{"args", {sandbox ? "/pause" : "/bin/sh"}}}},
+                        {"root", {{"path", "merged"}}},
+                        {"annotations", ann}};
+  AddNamespaces(doc, host_network);
   WriteTestFile(dir + "/" + container_id + "/userdata/config.json", DumpJson(doc));
 }
 

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -103,13 +104,16 @@ class FakeProcTree {
   static void AddContainerdConfig(const std::string& dir, const std::string& container_id,
                                   const std::string& ns, const std::string& pod,
                                   const std::string& pod_uid, const std::string& container,
-                                  bool sandbox = false);
+                                  bool sandbox = false,
+                                  std::optional<bool> host_network = std::nullopt);
   // CRI-O: <dir>/<container_id>/userdata/config.json with io.kubernetes.pod.*
   // annotations (container name "POD" for a sandbox).
+  // Both: `host_network` set writes linux.namespaces, with a network entry
+  // unless true (a hostNetwork Pod's spec has none).
   static void AddCrioConfig(const std::string& dir, const std::string& container_id,
                             const std::string& ns, const std::string& pod,
                             const std::string& pod_uid, const std::string& container,
-                            bool sandbox = false);
+                            bool sandbox = false, std::optional<bool> host_network = std::nullopt);
 
  private:
   std::string PidDir(uint32_t pid) const;

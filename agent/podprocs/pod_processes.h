@@ -44,6 +44,9 @@ struct PodProcess {
 struct ContainerNames {
   std::string ns, pod, pod_uid, container;
   bool sandbox = false;  // the Pod's pause container
+  // Whether the container's OCI spec leaves the network namespace out (a
+  // hostNetwork Pod), when its config lists linux.namespaces at all.
+  std::optional<bool> host_network;
 };
 
 struct NetBytes {

@@ -209,6 +209,17 @@ absl::StatusOr<ContainerNames> ParseRuntimeConfig(RuntimeKind kind, absl::string
   names.ns = *ns;
   names.pod = *pod;
   names.pod_uid = *uid;
+  // A hostNetwork Pod's sandbox and containers get no network namespace in
+  // their spec; the others create or join one.
+  if (auto linux = doc.find("linux"); linux != doc.end() && linux->is_object()) {
+    if (auto nss = linux->find("namespaces"); nss != linux->end() && nss->is_array()) {
+      bool network = false;
+      for (const nlohmann::json& n : *nss) {
+        network = network || (n.is_object() && StringAt(n, "type") == "network");
+      }
+      names.host_network = !network;
+    }
+  }
   // A sandbox (pause) has no container name in containerd and "POD" in CRI-O:
   // the same (none) for both.
   if (!names.sandbox) names.container = *container;
@@ -389,6 +400,22 @@ absl::StatusOr<NetBytes> ProcPodSource::NetDevBytes(uint32_t pid) {
 }
 
 absl::StatusOr<bool> ProcPodSource::InHostNetns(uint32_t pid) {
+  absl::StatusOr<bool> by_link = InHostNetnsByLink(pid);
+  if (!absl::IsPermissionDenied(by_link.status())) return by_link;
+  // No ptrace rights over the process (another UID, or capabilities the agent
+  // lacks, as a pause process or a root container has against an agent that
+  // drops them all): its runtime record says whether its spec has a netns.
+  absl::StatusOr<PodProcess> p = Identify(pid);
+  if (p.ok()) {
+    if (std::optional<ContainerNames> n = Names(p->identity); n && n->host_network) {
+      return *n->host_network;
+    }
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(by_link.status().message(), "; no runtime record says either"));
+}
+
+absl::StatusOr<bool> ProcPodSource::InHostNetnsByLink(uint32_t pid) {
   std::lock_guard<std::mutex> lock(mu_);
   auto netns = [&](uint32_t p) -> absl::StatusOr<ProcFiles::FileId> {
     absl::StatusOr<ProcFiles::FileId> id = files_->Stat(PidPath(p, "ns/net"));

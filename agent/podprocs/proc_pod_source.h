@@ -134,6 +134,8 @@ class ProcPodSource : public ProcSource {
   ReadResult ReadIdentity(uint32_t pid, Entry* entry, ScanStats* stats);
   ReadResult ReadCgroup(uint32_t pid, std::optional<CgroupIdentity>* identity, ScanStats* stats);
   absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid);
+  // ns/net of `pid` against pid 1's (needs ptrace rights over `pid`).
+  absl::StatusOr<bool> InHostNetnsByLink(uint32_t pid);
 
   const Options options_;
   const std::unique_ptr<ProcFiles> files_;

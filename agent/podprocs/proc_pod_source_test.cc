@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "agent/podprocs/cgroup_path.h"
 #include "agent/podprocs/fake_proc_tree.h"
 #include "test/testing/test_dirs.h"
@@ -300,6 +301,47 @@ TEST_F(ProcPodSourceTest, InHostNetns) {
   EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(denied.status().message(), HasSubstr("CAP_SYS_PTRACE"));
   EXPECT_THAT(denied.status().message(), HasSubstr("/100/ns/net"));
+}
+
+// Without ptrace rights the runtime's record answers: a spec without a
+// network namespace is a hostNetwork Pod's.
+TEST_F(ProcPodSourceTest, InHostNetnsFromTheRuntimeRecordWhenNsNetIsDenied) {
+  const std::string runtime_dir = dir_.path() + "/containerd/k8s.io";
+  const std::string crio_dir = dir_.path() + "/crio/overlay-containers";
+  FakeContainer own = Container(1), host = Container(2), crio_host = Container(3),
+                silent = Container(4);
+  crio_host.runtime = "cri-o";
+  tree_.AddPodProcess(100, own, CgroupStyle::kSystemdV2, 7);
+  tree_.AddPodProcess(101, host, CgroupStyle::kSystemdV2, kHostNetns);
+  tree_.AddPodProcess(102, crio_host, CgroupStyle::kSystemdV2, kHostNetns);
+  tree_.AddPodProcess(103, silent, CgroupStyle::kSystemdV2, kHostNetns);
+  FakeProcTree::AddContainerdConfig(runtime_dir, own.container_id, "ns", "own", own.pod_uid, "c",
+                                    false, /*host_network=*/false);
+  FakeProcTree::AddContainerdConfig(runtime_dir, host.container_id, "ns", "host", host.pod_uid, "",
+                                    /*sandbox=*/true, /*host_network=*/true);
+  FakeProcTree::AddCrioConfig(crio_dir, crio_host.container_id, "ns", "crio", crio_host.pod_uid,
+                              "c", false, /*host_network=*/true);
+  // No linux.namespaces in the record: it says nothing either way.
+  FakeProcTree::AddContainerdConfig(runtime_dir, silent.container_id, "ns", "silent",
+                                    silent.pod_uid, "c");
+  ProcPodSource::Options o;
+  o.proc_root = tree_.proc_root();
+  o.runtime_dirs = {{RuntimeKind::kContainerd, runtime_dir}, {RuntimeKind::kCrio, crio_dir}};
+  auto files = std::make_unique<CountingProcFiles>();
+  CountingProcFiles* counting = files.get();
+  ProcPodSource source(o, std::move(files));
+  counting->before = [](const std::string& op, const std::string& path) -> absl::Status {
+    if (op == "stat" && absl::EndsWith(path, "/ns/net") && !absl::EndsWith(path, "/1/ns/net")) {
+      return absl::PermissionDeniedError("stat " + path + ": Permission denied");
+    }
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(*source.InHostNetns(100), false);
+  EXPECT_EQ(*source.InHostNetns(101), true);
+  EXPECT_EQ(*source.InHostNetns(102), true);
+  absl::StatusOr<bool> silent_answer = source.InHostNetns(103);
+  EXPECT_EQ(silent_answer.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(silent_answer.status().message(), HasSubstr("no runtime record says either"));
 }
 
 TEST_F(ProcPodSourceTest, Comm) {

@@ -370,7 +370,8 @@ void Sampler::ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
         auto host = procs_->InHostNetns(net.pid);
         if (!host.ok()) {
           net.error = std::string(host.status().message());
-          if (absl::IsNotFound(host.status())) continue;
+          // Gone, or not ours to inspect: another process of the Pod may be.
+          if (absl::IsNotFound(host.status()) || absl::IsPermissionDenied(host.status())) continue;
           break;
         }
         if (*host) {
