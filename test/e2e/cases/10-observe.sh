@@ -142,7 +142,9 @@ log "all Pods running at ${t_running}s; checkpoint: $(checkpoint | jq -c '[.Data
 
 # A Pod's processes (its cgroups under the kubelet's root) and its netns bytes (/proc/PID/net/dev).
 declare -A UIDS
-for p in $PODS; do UIDS[$p]=$(pod_uid "$p"); [[ -n ${UIDS[$p]} ]] || fail "no UID for $p"; done
+for p in $PODS; do  # the kubelet's API answers slowly under TCG: retry
+  wait_for 120 eval 'UIDS[$p]=$(pod_uid "$p"); [[ -n ${UIDS[$p]} ]]' || fail "no UID for $p"
+done
 pod_pids() {
   find "/sys/fs/cgroup/pids/$RK_CGROOT" -path "*/pod${UIDS[$1]}/*" -name cgroup.procs -exec cat {} + 2>/dev/null
 }
