@@ -2,7 +2,8 @@
 // same run (see docs/performance.md). Prints one table; with --check exits 1
 // when a case produced no number (the ctest smoke test).
 //
-//   fabric-bench [--cases=alloc,health,rereg,footprint,metrics,discovery,cni]
+//   fabric-bench
+//   [--cases=alloc,health,rereg,footprint,metrics,discovery,cni,metrics-cold,sampler,scale]
 //                [--quick] [--check] [--json=FILE] [--footprint-seconds=60]
 #include <unistd.h>
 
@@ -23,7 +24,8 @@
 #include "agent/base/logging.h"
 #include "tools/bench/cases.h"
 
-ABSL_FLAG(std::string, cases, "alloc,health,rereg,footprint,discovery,metrics,cni",
+ABSL_FLAG(std::string, cases,
+          "alloc,health,rereg,footprint,discovery,metrics,cni,metrics-cold,sampler,scale",
           "Comma-separated cases to run, in this order");
 ABSL_FLAG(bool, quick, false, "Short runs (smoke test): a few iterations per case");
 ABSL_FLAG(bool, check, false,
@@ -46,6 +48,16 @@ ABSL_FLAG(int, footprint_seconds, 60, "Footprint sampling window in seconds");
 ABSL_FLAG(int, discovery_runs, 200, "DiscoverNode runs per node");
 ABSL_FLAG(int, metrics_scrapes, 300, "/metrics scrapes per node size");
 ABSL_FLAG(int, cni_runs, 200, "VERSION execs per CNI plugin");
+ABSL_FLAG(absl::Duration, scrape_interval, absl::Seconds(15),
+          "metrics-cold: time between two /metrics scrapes (Prometheus: 15-30 s); --quick: 300ms");
+ABSL_FLAG(int, cold_scrapes, 16, "metrics-cold: /metrics scrapes at --scrape-interval");
+ABSL_FLAG(int, sampler_rounds, 40, "sampler: measured rounds per node size (and per reader mode)");
+ABSL_FLAG(absl::Duration, sampler_short_period, absl::Milliseconds(100),
+          "sampler: the period of the sampler's own thread in the threaded cross-check");
+ABSL_FLAG(int, scale_pods, 256, "scale: Pods admitted (at most 256: 32 devices x 8 tokens)");
+ABSL_FLAG(int, scale_seconds, 60, "scale: the window in which nobody queries the agents");
+ABSL_FLAG(absl::Duration, scale_period, absl::Seconds(5), "scale: the agents' --sample-period");
+ABSL_FLAG(int, scale_queries, 200, "scale: requests per /v1/pods path (and /healthz)");
 ABSL_FLAG(std::string, cni_binary, "", "fabric-cni executable (default: the one built with this)");
 ABSL_FLAG(std::string, extra_rows, "",
           "TSV rows to append to the table (case, metric, value, unit, baseline, "
@@ -115,6 +127,14 @@ int Main() {
   o.discovery_runs = absl::GetFlag(FLAGS_discovery_runs);
   o.metrics_scrapes = absl::GetFlag(FLAGS_metrics_scrapes);
   o.cni_runs = absl::GetFlag(FLAGS_cni_runs);
+  o.scrape_interval = absl::GetFlag(FLAGS_scrape_interval);
+  o.cold_scrapes = absl::GetFlag(FLAGS_cold_scrapes);
+  o.sampler_rounds = absl::GetFlag(FLAGS_sampler_rounds);
+  o.sampler_short_period = absl::GetFlag(FLAGS_sampler_short_period);
+  o.scale_pods = absl::GetFlag(FLAGS_scale_pods);
+  o.scale_seconds = absl::GetFlag(FLAGS_scale_seconds);
+  o.scale_period = absl::GetFlag(FLAGS_scale_period);
+  o.scale_queries = absl::GetFlag(FLAGS_scale_queries);
   if (absl::GetFlag(FLAGS_quick)) {
     o.alloc_iterations = std::min(o.alloc_iterations, 200);
     o.alloc_rounds = std::min(o.alloc_rounds, 2);
@@ -124,6 +144,14 @@ int Main() {
     o.discovery_runs = std::min(o.discovery_runs, 10);
     o.metrics_scrapes = std::min(o.metrics_scrapes, 20);
     o.cni_runs = std::min(o.cni_runs, 10);
+    o.scrape_interval = std::min(o.scrape_interval, absl::Milliseconds(300));
+    o.cold_scrapes = std::min(o.cold_scrapes, 4);
+    o.sampler_rounds = std::min(o.sampler_rounds, 5);
+    o.sampler_max_window = absl::Minutes(1);
+    o.scale_pods = std::min(o.scale_pods, 16);
+    o.scale_seconds = std::min(o.scale_seconds, 2);
+    o.scale_period = std::min(o.scale_period, absl::Milliseconds(200));
+    o.scale_queries = std::min(o.scale_queries, 10);
   }
 
   const std::map<std::string, std::function<std::vector<Row>(const BenchOptions&)>> cases = {
@@ -133,7 +161,10 @@ int Main() {
       {"footprint", RunFootprintCase},
       {"metrics", RunMetricsCase},
       {"discovery", RunDiscoveryCase},
-      {"cni", RunCniCase}};
+      {"cni", RunCniCase},
+      {"metrics-cold", RunMetricsColdCase},
+      {"sampler", RunSamplerCase},
+      {"scale", RunScaleCase}};
   std::vector<Row> rows;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
