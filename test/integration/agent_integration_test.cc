@@ -405,6 +405,106 @@ std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
   return body.ok() ? *body : "";
 }
 
+// Observation's sources, as the sampler sees them: one process (PID 4242)
+// of one Pod owning a QP and a CQ on rdmap79s0.
+class OneOwnerResources : public restrack::ResourceSource {
+ public:
+  absl::StatusOr<std::vector<restrack::RdmaResource>> Dump() override {
+    restrack::RdmaResource qp, cq;
+    qp.device = cq.device = "rdmap79s0";
+    qp.pid = cq.pid = 4242;
+    qp.kind = restrack::ResourceKind::kQp;
+    cq.kind = restrack::ResourceKind::kCq;
+    return std::vector<restrack::RdmaResource>{qp, cq};
+  }
+};
+class OnePodProcs : public podprocs::ProcSource {
+ public:
+  static constexpr char kUid[] = "0a1b2c3d-0000-4000-8000-000000000001";
+  absl::StatusOr<std::vector<podprocs::PodProcess>> ScanPods() override {
+    return std::vector<podprocs::PodProcess>{Process()};
+  }
+  absl::StatusOr<podprocs::PodProcess> Identify(uint32_t pid) override {
+    if (pid != 4242) return absl::NotFoundError("gone");
+    return Process();
+  }
+  absl::StatusOr<podprocs::NetBytes> NetDevBytes(uint32_t) override {
+    return podprocs::NetBytes{10, 20, {"eth0"}};
+  }
+  absl::StatusOr<bool> InHostNetns(uint32_t) override { return false; }
+  std::string Comm(uint32_t) override { return ""; }
+  std::optional<podprocs::ContainerNames> Names(const podprocs::CgroupIdentity&) override {
+    return podprocs::ContainerNames{"kv", "member-0", kUid, "store", false};
+  }
+
+ private:
+  static podprocs::PodProcess Process() {
+    return {4242, {kUid, std::string(64, 'b'), "containerd"}};
+  }
+};
+
+// Issue 17: the sampler is the agent's one reader of counter files. Its first
+// sample is taken before the agent serves; /metrics shows its latest sample
+// (a counter change shows within a period, not at the next scrape); EFA
+// health takes its error counters from it; --observe hands it the sources.
+TEST(AgentIntegrationTest, SamplerFeedsMetricsHealthAndObservation) {
+  TempDir dir;
+  testing::FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 100);
+  sim::KubeletSim kubelet(dir.path());
+  ASSERT_OK(kubelet.Start());
+  OneOwnerResources resources;
+  OnePodProcs procs;
+  AgentOptions o;
+  o.paths = fs.paths();
+  o.paths.kubelet_root = dir.path();
+  o.registration = RegistrationMode::kKubelet;
+  o.metrics_address = "127.0.0.1:0";
+  o.metrics_cache = absl::ZeroDuration();
+  o.sample_period = absl::Milliseconds(300);
+  o.observe = true;
+  o.resource_source = &resources;
+  o.proc_source = &procs;
+  Agent agent(o);
+  ASSERT_OK(agent.Start());
+  ASSERT_NE(agent.sampler(), nullptr);
+  sampler::SamplePtr first = agent.sampler()->Latest();
+  ASSERT_NE(first, nullptr) << "a sample before serving";
+  ASSERT_TRUE(first->resources_ok) << first->resources_error;
+  ASSERT_EQ(first->owned.size(), 1u);
+  EXPECT_EQ(first->owned[0].pod_uid, OnePodProcs::kUid);
+  EXPECT_EQ(first->owned[0].owned, (sampler::Owned{1, 1, 0, 0, 0}));
+  ASSERT_TRUE(first->procs_ok) << first->procs_error;
+  ASSERT_EQ(first->pods.size(), 1u);
+  EXPECT_EQ(first->pods[0].rx_bytes, 10u);
+  EXPECT_EQ(first->names.at(OnePodProcs::kUid).containers.begin()->second, "store");
+  ASSERT_TRUE(
+      kubelet.WaitFor([&] { return kubelet.Devices(kEfa).size() == 1; }, absl::Seconds(20)));
+
+  const std::string text = HttpGet(agent.metrics_port(), "/metrics");
+  EXPECT_THAT(text, HasSubstr("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 100\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_sampler_rounds_total "));
+  fs.SetCounter("rdmap79s0", 1, "tx_bytes", 4242);
+  ASSERT_TRUE(kubelet.WaitFor(
+      [&] {
+        return HttpGet(agent.metrics_port(), "/metrics")
+                   .find("device=\"rdmap79s0\",port=\"1\",counter=\"tx_bytes\"} 4242\n") !=
+               std::string::npos;
+      },
+      absl::Seconds(5)));
+
+  // An EFA error counter's growth, seen through the samples.
+  fs.SetCounter("rdmap79s0", 0, "cmds_err", 5);
+  EXPECT_TRUE(kubelet.WaitFor(
+      [&] {
+        auto d = kubelet.Devices(kEfa);
+        return d.size() == 1 && d[0].health == "Unhealthy";
+      },
+      absl::Seconds(5)));
+  agent.Stop();
+}
+
 class ObservedAgentTest : public ::testing::Test {
  protected:
   void StartOn(const std::string& node, std::vector<podresources::FakePod> pods = {}) {
