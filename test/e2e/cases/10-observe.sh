@@ -27,9 +27,11 @@ rkvm_check_parts
 for t in ibv_rc_pingpong fi_pingpong rdma; do command -v "$t" >/dev/null || skip "$t not installed"; done
 [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
   skip "containernetworking-plugins not installed (run test/e2e/setup.sh)"
+# Help output is captured first: both exit non-zero after it, and pipefail would hide a match.
 OBSERVE=1
-"$AGENT" --helpfull 2>&1 | grep -q -- "--observe (" && "$AGENT" --helpfull 2>&1 | grep -q -- "--sample_period (" || OBSERVE=0
-"$FABRICCTL" observe --help 2>&1 | grep -q -- --window || OBSERVE=0
+agent_help=$("$AGENT" --helpfull 2>&1) ctl_help=$("$FABRICCTL" --help 2>&1)
+[[ $agent_help == *"--observe ("* && $agent_help == *"--sample_period ("* ]] || OBSERVE=0
+[[ $ctl_help == *"fabricctl observe "*"--window"* ]] || OBSERVE=0
 SHARED=device.gpustack.ai/rdma.shared
 WINDOW=15
 GW=10.99.0.1
@@ -214,7 +216,7 @@ declare -A NETD
 for p in $PODS; do NETD[$p]=$(( $(net_bytes "${NETPID[$p]}") - ${NET0[$p]} )); done
 pkts_rdma=$(( $(hw "$rdma_dev") - PKTS0_RDMA )) pkts_shared=$(( $(hw rxe2) - PKTS0_SHARED ))
 log "over ${secs}s: netns bytes $(for p in $PODS; do echo -n "$p=${NETD[$p]} "; done); sent_pkts $rdma_dev +$pkts_rdma, rxe2 +$pkts_shared"
-hostpath_open=$(pod_logs o-hostpath | head -n 3 | tr '\n' ' ')
+hostpath_open=$(cut -d' ' -f4- "$RK_LOGDIR"/pods/default_o-hostpath-"$RK_NODE"_"${UIDS[o-hostpath]}"/c/*.log 2>/dev/null | head -n 3 | tr '\n' ' ')
 log "o-hostpath: $hostpath_open"
 
 if ((OBSERVE)); then
