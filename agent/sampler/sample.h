@@ -97,8 +97,10 @@ struct Sample {
   absl::Time mono;  // MonotonicNow() when taken: windows are measured on it
   absl::Time wall;  // absl::Now(), for the documents' real bounds
 
-  std::vector<DeviceCounters> counters;  // every live device
-  std::vector<DeviceTraffic> traffic;    // every live device
+  // Every live device's counters: in the newest sample only (the ring's
+  // older samples drop them; windows use `traffic`).
+  std::vector<DeviceCounters> counters;
+  std::vector<DeviceTraffic> traffic;  // every live device
 
   bool resources_ok = false;
   std::string resources_error;

@@ -218,6 +218,15 @@ SamplePtr Sampler::TakeNow() {
   std::vector<SamplePtr> ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Only the newest sample keeps every counter (/metrics, health); older
+    // ones keep what windows need. A full ring of complete samples was 31 MiB
+    // at 32 devices x 64 Pods (every counter with its name, 122 times).
+    if (!ring_.empty() && !ring_.back()->counters.empty()) {
+      auto trimmed = std::make_shared<Sample>(*ring_.back());
+      trimmed->counters.clear();
+      trimmed->counters.shrink_to_fit();
+      ring_.back() = std::move(trimmed);
+    }
     ring_.push_back(sample);
     while (ring_.size() > capacity_) ring_.pop_front();
     status_.rounds++;

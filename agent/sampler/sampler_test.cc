@@ -302,6 +302,11 @@ TEST_F(SamplerTest, RingIsBoundedOldestFirst) {
   }
   EXPECT_EQ(s.Latest()->seq, 20u);
   EXPECT_EQ(s.status().rounds, 20u);
+  // Only the newest keeps every counter; all keep their traffic.
+  for (size_t i = 0; i < ring.size(); ++i) {
+    EXPECT_EQ(ring[i]->counters.empty(), i + 1 < ring.size()) << i;
+    EXPECT_EQ(ring[i]->traffic.size(), 1u) << i;
+  }
   // The default: 10 minutes at 5 s.
   Sampler d(SamplerOptions{}, {}, nullptr, nullptr);
   EXPECT_EQ(d.capacity(), 122u);
