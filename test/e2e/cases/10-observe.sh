@@ -221,16 +221,21 @@ log "o-hostpath: $hostpath_open"
 
 if ((OBSERVE)); then
   # ---- the verdicts: fabricctl observe, all at once -----------------------------------------------
+  t0=$(date +%s.%N)
+  curl -s -m 30 -o "$OUT/v1-pods.json" -w "%{http_code}" "$AGENT_URL/v1/pods?window=${WINDOW}s" >"$TMP/list.code" 2>&1
+  log "GET /v1/pods: HTTP $(cat "$TMP/list.code") in $(echo "$(date +%s.%N) - $t0" | bc)s, $(wc -c <"$OUT/v1-pods.json") bytes"
   observe() {  # POD [ARGS...]: writes $TMP/POD[ARGS].json and .rc
     local p=$1 tag=$1; shift
-    (($#)) && tag+=$(echo "$*" | tr -c 'a-z0-9' '_')
-    "$FABRICCTL" observe --agent "$AGENT_URL" --pod "default/$p-$RK_NODE" --window "${WINDOW}s" -o json "$@" \
+    (($#)) && tag+=$(printf '%s' "$*" | tr -c 'a-z0-9' '_')  # "--expect rdma": __expect_rdma
+    timeout 60 "$FABRICCTL" observe --agent "$AGENT_URL" --pod "default/$p-$RK_NODE" --window "${WINDOW}s" -o json "$@" \
       >"$TMP/$tag.json" 2>"$TMP/$tag.err"
     echo $? >"$TMP/$tag.rc"
   }
-  for p in $PODS; do observe "$p" & done
-  observe o-hostpath --expect rdma &
-  wait
+  # Wait for these calls only: a bare `wait` also waits for the servers and the agent.
+  observers=()
+  for p in $PODS; do observe "$p" & observers+=($!); done
+  observe o-hostpath --expect rdma & observers+=($!)
+  wait "${observers[@]}"
   for f in "$TMP"/*.json; do
     log "observe $(basename "$f" .json): exit $(cat "${f%.json}.rc"): $(jq -c . "$f" 2>/dev/null || cat "$f" "${f%.json}.err")"
     cp "$f" "$OUT/"
@@ -264,9 +269,9 @@ if ((OBSERVE)); then
   # c. /dev/infiniband through a hostPath, no grant (EPERM): tcp; --expect rdma: exit 20
   TAG=o-hostpath
   expect "o-hostpath: verdict $(verdict o-hostpath), want tcp" test "$(verdict o-hostpath)" == tcp
-  TAG=o-hostpath_expect_rdma
-  expect "o-hostpath --expect rdma: verdict, want tcp" test "$(verdict o-hostpath_expect_rdma)" == tcp
-  expect "o-hostpath --expect rdma: exit $(rc o-hostpath_expect_rdma), want 20" test "$(rc o-hostpath_expect_rdma)" == 20
+  TAG=o-hostpath__expect_rdma
+  expect "o-hostpath --expect rdma: verdict, want tcp" test "$(verdict o-hostpath__expect_rdma)" == tcp
+  expect "o-hostpath --expect rdma: exit $(rc o-hostpath__expect_rdma), want 20" test "$(rc o-hostpath__expect_rdma)" == 20
   # d. two rdma.shared holders on rxe2, one active: sole-owner; the other idle (exit 21)
   TAG=o-shared-active
   expect "o-shared-active: verdict $(verdict o-shared-active), want rdma" test "$(verdict o-shared-active)" == rdma
@@ -279,7 +284,7 @@ if ((OBSERVE)); then
   TAG=o-idle
   expect "o-idle: verdict $(verdict o-idle), want idle" test "$(verdict o-idle)" == idle
   expect "o-idle: exit $(rc o-idle), want 21" test "$(rc o-idle)" == 21
-  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath_expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); $probe_note; Pods running at ${t_running}s; $(since)s"
+  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath__expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); $probe_note; Pods running at ${t_running}s; $(since)s"
 fi
 
 # ---- without the observer (the agent has no --observe yet): the facts the verdicts rest on --------
