@@ -261,6 +261,10 @@ absl::Status Agent::StartSampler() {
   sampler::SamplerOptions so;
   so.paths = options_.paths;
   so.period = options_.sample_period;
+  // Windows (up to 10 min) are only evaluated with observation on; without it
+  // the verdicts are unknown and /metrics needs the newest sample alone, so
+  // the ring stays a few samples long (the device-plugin footprint).
+  if (!options_.observe) so.max_window = options_.sample_period;
   sampler::SamplerInputs in;
   // The live devices as the registry knows them (set before the first round).
   in.devices = [this] { return registry_->node().inventory.devices; };
