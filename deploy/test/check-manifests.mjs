@@ -515,9 +515,13 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       assert(flagValue(agent.args, '--observe') === undefined, '--observe without observe');
       assert(flagValue(agent.args, '--runtime-state-dir') === undefined, '--runtime-state-dir without observe');
       assertEq(stateMounts.map((m) => m.mountPath), [], 'runtime state folders mounted without observe');
+      assert(!(agent.ports ?? []).some((p) => p.hostPort), 'hostPort without observe');
       return;
     }
     assertEq(spec.hostPID, true, 'hostPID');
+    // /v1/pods at status.hostIP from any Pod (operator, fabricctl observe).
+    const metricsPort = (agent.ports ?? []).find((p) => p.name === 'metrics');
+    assertEq(metricsPort?.hostPort, metricsPort?.containerPort, 'metrics hostPort (the node IP reaches /v1/pods)');
     assertEq(flagValue(agent.args, '--observe'), '', '--observe (a bare flag)');
     const want = expectedObserve(name);
     const dirFlag = Object.entries(want.dirs).map(([rt, d]) => `${rt}=${d}/${RUNTIME_CONFIG_SUBDIR[rt]}`).join(',');
@@ -559,7 +563,11 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     for (const f of REQUIRED_FLAGS) assert(flagValue(agent.args, f) !== undefined, `flag ${f} missing`);
     assertEq(flagValue(agent.args, '--registration'), /registration=watcher/.test(name) ? 'watcher' : 'auto', '--registration');
     assertEq(flagValue(agent.args, '--metrics-address'), `0.0.0.0:${METRICS_PORT}`, '--metrics-address');
-    assertEq(agent.ports, [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }], 'ports');
+    // With observation, the metrics port is also the node's (hostPort): /v1/pods at status.hostIP.
+    const port = { name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' };
+    if (/observe/.test(name)) port.hostPort = METRICS_PORT;
+    assertEq(agent.ports.map((p) => JSON.stringify(p, Object.keys(p).sort())),
+      [JSON.stringify(port, Object.keys(port).sort())], 'ports');
     assertEq(agent.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' }, 'livenessProbe');
     assertEq(agent.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' }, 'readinessProbe');
     assertEq(agent.resources, { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } }, 'resources');
