@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,16 @@
 
 namespace fabric {
 namespace {
+
+bool IsCounterFileName(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
 
 absl::Status KeyError(const std::string& source, const std::string& key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", key, ": ", what));
@@ -227,10 +238,14 @@ absl::Status ParseHealth(const YAML::Node& node, const std::string& source, Heal
       std::set<std::string> seen;
       for (auto it = counters.begin(); it != counters.end(); ++it) {
         std::string name = it->first.as<std::string>();
-        const std::string key = "health.efa.errorCounters." + name;
-        if (name.empty() || name.find('/') != std::string::npos) {
-          return KeyError(source, key, "not a counter file name");
+        // A sysfs attribute name: the kernel's are [a-z0-9_]; anything else would also reach file
+        // paths, logs and JSON unquoted.
+        if (!IsCounterFileName(name)) {
+          return KeyError(source, "health.efa.errorCounters",
+                          "\"" + absl::CHexEscape(name.substr(0, 64)) +
+                              "\" is not a counter file name (1-64 of A-Z a-z 0-9 _ . -)");
         }
+        const std::string key = "health.efa.errorCounters." + name;
         if (!seen.insert(name).second) return DuplicateKey(source, key);
         FABRIC_ASSIGN_OR_RETURN(int64_t t, Int(it->second, source, key, 1, INT64_MAX));
         out->efa.error_counters.push_back({name, static_cast<uint64_t>(t)});

@@ -117,7 +117,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"pools: [{name: a.com/x, selector: {isVF: true, isVF: false}}]",
                 "pools[0].selector.isVF: duplicate key"},
         BadCase{"health: {efa: {errorCounters: {cmds_err: 1, cmds_err: 5}}}",
-                "health.efa.errorCounters.cmds_err: duplicate key"}));
+                "health.efa.errorCounters.cmds_err: duplicate key"},
+        // A control byte in a counter name: the JSON written from it did not read back
+        // (test/fuzz/config_fuzzer).
+        BadCase{"health: {efa: {errorCounters: {\"cm\\x1a\": 1}}}",
+                "\"cm\\x1a\" is not a counter file name"},
+        BadCase{"health: {efa: {errorCounters: {\"..\": 1}}}", "not a counter file name"},
+        BadCase{"health: {efa: {errorCounters: {a/b: 1}}}", "not a counter file name"}));
 
 TEST(ResourceNameTest, KubeletRules) {
   EXPECT_OK(ValidateResourceName("vpc.amazonaws.com/efa"));
