@@ -42,7 +42,18 @@ rkvm_node /run/rk10
 # Two more soft-RoCE devices (removed at exit).
 "$E2E_LIB/rxe-up.sh" rxe1 e2e-rxe1 10.0.5.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe1 on a dummy netdev"
 "$E2E_LIB/rxe-up.sh" rxe2 e2e-rxe2 10.0.6.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe2 on a dummy netdev"
+# `rdma link delete` waits, unkillable, until every process that opened the device's uverbs file has
+# closed it; whatever still holds one at exit is killed first.
 _e2e_rxe_down() {
+  local d u p
+  for d in rxe1 rxe2; do
+    for u in /sys/class/infiniband_verbs/uverbs*; do
+      [[ $(cat "$u/ibdev" 2>/dev/null) == "$d" ]] || continue
+      for p in /proc/[0-9]*; do
+        ls -l "$p/fd" 2>/dev/null | grep -q " /dev/infiniband/${u##*/}\$" && kill -KILL "${p#/proc/}" 2>/dev/null
+      done
+    done
+  done
   rdma link delete rxe1 2>/dev/null; rdma link delete rxe2 2>/dev/null
   ip link del e2e-rxe1 2>/dev/null; ip link del e2e-rxe2 2>/dev/null
 }

@@ -15,9 +15,13 @@ KUBELET_SIM=$BUILD/tools/kubelet-sim/kubelet-sim
 MEMLOCK_HOOK=$BUILD/tools/oci-hook/fabric-memlock-hook
 
 _bg_pids=()
+# A background command's children are stopped with it: a retry loop (sh -c 'while :; do CMD; done')
+# dies at once on SIGTERM and leaves CMD running, and an orphaned verbs or libfabric program keeps its
+# uverbs file open, on which `rdma link delete` then blocks for good.
 _cleanup() {
-  local p
-  for p in "${_bg_pids[@]}"; do kill "$p" 2>/dev/null; done
+  local p kids=()
+  for p in "${_bg_pids[@]}"; do kids+=($(pgrep -P "$p" 2>/dev/null)); done
+  for p in "${_bg_pids[@]}" "${kids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${_bg_pids[@]}"; do wait "$p" 2>/dev/null; done
   rm -rf "$TMP"
 }

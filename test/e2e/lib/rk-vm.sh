@@ -138,7 +138,7 @@ rkvm_kill_pods() {
     for p in $(cat "$d"); do kill -KILL "$p" 2>/dev/null; done
   done
   for p in /proc/[0-9]*; do
-    [[ $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) == *containerd-shim-runc-v2*"-address $RK_SOCK "* ]] &&
+    [[ $(tr '\0' ' ' 2>/dev/null <"$p/cmdline") == *containerd-shim-runc-v2*"-address $RK_SOCK "* ]] &&
       kill -KILL "${p#/proc/}" 2>/dev/null
   done
   return 0
