@@ -121,9 +121,30 @@ absl::Status OutOfRange(const std::string& path, int64_t value) {
       absl::StrCat(path, ": out of range: ", QuoteContent(absl::StrCat(value))));
 }
 
+// The PCIe root complex ("pci0000:10") a PCI function sits under: the first
+// component of its real path below <sysfs>/devices, as Kubernetes'
+// deviceattribute helper defines resource.kubernetes.io/pcieRoot (so a GPU
+// driver using it publishes the same value). "" when the path does not lead
+// there or the component is not "pci<domain>:<bus>" (e.g. a Hyper-V VMBus).
+std::string PcieRootOf(const std::string& function_dir, const std::string& devices_dir) {
+  static const std::regex kRoot("^pci[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}$");
+  if (devices_dir.empty() || !absl::StartsWith(function_dir, devices_dir + "/")) return "";
+  const std::string rest = function_dir.substr(devices_dir.size() + 1);
+  const std::string first = rest.substr(0, rest.find('/'));
+  return std::regex_match(first, kRoot) ? first : "";
+}
+
+// The real path of <sysfs>/devices, which PCI functions resolve into; "" when
+// it cannot be resolved (then no device gets a PCIe root).
+std::string DevicesDir(const SysfsLayout& layout) {
+  auto dir = RealPath(layout.root() + "/devices");
+  return dir.ok() ? *dir : "";
+}
+
 // The PCI function behind an IB device: the `device` link's target, or (for
 // auxiliary devices such as mlx5 SFs) its nearest PCI ancestor.
-absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
+absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link,
+                                               const std::string& devices_dir) {
   auto target = RealPath(link);
   if (!target.ok()) {
     if (IsTransientReadError(target.status())) return target.status();
@@ -136,6 +157,7 @@ absl::StatusOr<std::optional<PciInfo>> ReadPci(const std::string& link) {
   if (dir.empty() || dir == "/") return std::optional<PciInfo>();
   PciInfo pci;
   pci.address = Basename(dir);
+  pci.pcie_root = PcieRootOf(dir, devices_dir);
   auto vendor = ReadHex(dir + "/vendor");
   if (!vendor.ok()) return vendor.status();
   auto device = ReadHex(dir + "/device");
@@ -236,6 +258,7 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
   NodeInventory inv;
   Skip skip(&inv);
   const SysfsLayout layout(paths);
+  const std::string devices_dir = DevicesDir(layout);
   auto verbs_or = ReadVerbsNodes(layout, &inv);
   if (!verbs_or.ok()) return verbs_or.status();
   const std::map<std::string, VerbsEntry>& verbs = *verbs_or;
@@ -275,7 +298,7 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
       if (absl::Status s = ReadOptional(dir + file, out); !s.ok()) return s;
     }
 
-    auto pci = ReadPci(layout.PciFunctionLink(name));
+    auto pci = ReadPci(layout.PciFunctionLink(name), devices_dir);
     if (!pci.ok()) {
       if (IsTransientReadError(pci.status())) return pci.status();
       skip(name, std::string(pci.status().message()));
@@ -361,7 +384,7 @@ absl::StatusOr<RdmaDevice> DescribeFromVerbsNode(const HostPaths& paths, const s
     RdmaDevice d;
     d.name = ibdev;
     d.uverbs = CharDevice{absl::StrCat("infiniband/", entry), dev->first, dev->second};
-    auto pci = ReadPci(base + "/device");
+    auto pci = ReadPci(base + "/device", DevicesDir(layout));
     if (!pci.ok()) return pci.status();
     d.pci = *pci;
     d.kind = d.pci && IsEfa(*d.pci) ? DeviceKind::kEfa : DeviceKind::kRdma;

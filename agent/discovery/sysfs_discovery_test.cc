@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -45,6 +46,7 @@ TEST(DiscoveryTest, EfaDeviceFullyDescribed) {
   EXPECT_EQ(d.pci->vendor, 0x1d0fu);
   EXPECT_EQ(d.pci->device, 0xefa1u);
   EXPECT_EQ(d.pci->driver, "efa");
+  EXPECT_EQ(d.pci->pcie_root, "pci0000:4f");
   EXPECT_EQ(d.numa_node(), 0);
   EXPECT_EQ(d.uverbs, (CharDevice{"infiniband/uverbs0", 231, 192}));
   ASSERT_THAT(d.ports, SizeIs(1));
@@ -54,6 +56,35 @@ TEST(DiscoveryTest, EfaDeviceFullyDescribed) {
   ASSERT_TRUE(inv->rdma_cm.has_value());
   EXPECT_EQ(*inv->rdma_cm, (CharDevice{"infiniband/rdma_cm", 10, 123}));
   EXPECT_TRUE(inv->warnings.empty());
+}
+
+// Moves a PCI function's directory deeper into sys/devices and leaves a
+// symlink where it was, so every link into it resolves to the new place.
+void MovePciFunction(const FakeSysfs& fs, const std::string& from_rel, const std::string& to_rel) {
+  const std::filesystem::path from = fs.root() + "/" + from_rel, to = fs.root() + "/" + to_rel;
+  std::filesystem::create_directories(to.parent_path());
+  std::filesystem::rename(from, to);
+  std::filesystem::create_symlink(to, from);
+}
+
+TEST(DiscoveryTest, PcieRootIsTheFirstComponentBelowSysDevices) {
+  FakeSysfs fs;
+  fs.AddEfa("rdmap79s0", "0000:4f:00.0");  // behind a bridge
+  fs.AddEfa("rdmap80s0", "0000:50:00.0");  // behind a VMD domain (its own pci10000:e0)
+  fs.AddEfa("rdmap81s0", "0000:51:00.0");  // under a Hyper-V VMBus: no PCIe root
+  MovePciFunction(fs, "sys/devices/pci0000:4f/0000:4f:00.0",
+                  "sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:4f:00.0");
+  MovePciFunction(fs, "sys/devices/pci0000:50/0000:50:00.0",
+                  "sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/0000:50:00.0");
+  MovePciFunction(fs, "sys/devices/pci0000:51/0000:51:00.0",
+                  "sys/devices/LNXSYSTM:00/VMBUS:00/abc/pci0001:00/0000:51:00.0");
+  auto inv = DiscoverNode(fs.paths());
+  ASSERT_OK(inv);
+  ASSERT_THAT(inv->devices, SizeIs(3));
+  EXPECT_EQ(inv->Find("rdmap79s0")->pci->pcie_root, "pci0000:40");
+  EXPECT_EQ(inv->Find("rdmap80s0")->pci->pcie_root, "pci0000:00");
+  EXPECT_EQ(inv->Find("rdmap81s0")->pci->pcie_root, "");
+  EXPECT_EQ(inv->Find("rdmap81s0")->pci->address, "0000:51:00.0");
 }
 
 TEST(DiscoveryTest, EfaRecognisedByPciIdentityNotName) {
@@ -336,6 +367,15 @@ TEST(SampleNodesTest, P5HasThirtyTwoEfaOnTwoNumaNodes) {
     per_numa[d.numa_node()]++;
   }
   EXPECT_EQ(per_numa, (std::map<int, int>{{0, 16}, {1, 16}}));
+  // Each EFA's root is the pci* directory its class link goes through.
+  for (const auto& d : inv->devices) {
+    auto link = ReadLink(SamplePaths("p5.48xlarge").sysfs_root + "/class/infiniband/" + d.name);
+    ASSERT_OK(link);
+    const std::string root = link->substr(std::string("../../devices/").size(), 10);
+    EXPECT_EQ(d.pci->pcie_root, root) << d.name;
+    EXPECT_EQ(d.pci->pcie_root, "pci0000:" + d.pci->address.substr(5, 2)) << d.name;
+  }
+  EXPECT_EQ(inv->Find("rdmap79s0")->pci->pcie_root, "pci0000:4f");
   EXPECT_TRUE(inv->rdma_cm.has_value());
   EXPECT_TRUE(inv->warnings.empty());
 }
@@ -361,6 +401,7 @@ TEST(SampleNodesTest, RoceSriovAndRxe) {
     if (d.pci->sriov_numvfs > 0) pfs_with_vfs++;
     EXPECT_EQ(d.LinkLayer(), "Ethernet");
     EXPECT_FALSE(d.PrimaryNetdev().empty()) << d.name;
+    EXPECT_EQ(d.pci->pcie_root, "pci0000:3b") << d.name;  // VFs sit under their PF's root
   }
   EXPECT_EQ(vfs, 4);
   EXPECT_EQ(pfs_with_vfs, 1);

@@ -26,7 +26,10 @@ struct CharDevice {
 };
 
 struct PciInfo {
-  std::string address;   // "0000:10:1b.0"
+  std::string address;  // "0000:10:1b.0"
+  // The PCIe root complex it sits under ("pci0000:10"; SR-IOV VFs share their
+  // PF's), from its sysfs path: resource.kubernetes.io/pcieRoot. "" if unknown.
+  std::string pcie_root;
   uint32_t vendor = 0;   // 0x1d0f
   uint32_t device = 0;   // 0xefa1
   std::string driver;    // "efa", "mlx5_core"; empty when unbound
