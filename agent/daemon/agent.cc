@@ -24,14 +24,6 @@ PoolRegistryOptions RegistryOptions(const AgentOptions& o) {
   return r;
 }
 
-std::vector<status::Registration> Registrations(const PluginManager& plugins) {
-  std::vector<status::Registration> out;
-  for (const RegistrationStatus& r : plugins.Status()) {
-    out.push_back({r.resource, r.socket, r.mode, r.registered, r.last_error});
-  }
-  return out;
-}
-
 SideFileOptions SideOptions(const AgentOptions& o) {
   SideFileOptions s;
   s.write_cdi = o.write_cdi;
@@ -75,14 +67,22 @@ absl::StatusOr<std::vector<podprocs::RuntimeStateDir>> RuntimeStateDirs(
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
       registry_(std::make_unique<PoolRegistry>(RegistryOptions(options_))),
-      side_files_(std::make_unique<SideFileWriter>(registry_.get(), SideOptions(options_))),
-      plugins_(std::make_unique<PluginManager>(options_.paths, options_.registration)) {
-  // With --cdi-devices Allocate returns CDI names: while a pool's spec cannot
-  // be written (after the writer's retries), its Allocate says why instead.
-  if (options_.cdi_devices) {
-    plugins_->SetAllocateCheck([this](const PoolSnapshot& snap) {
-      return snap.cdi_kind.empty() ? absl::OkStatus() : side_files_->CdiSpecReady(snap.cdi_kind);
-    });
+      side_files_(std::make_unique<SideFileWriter>(registry_.get(), SideOptions(options_))) {
+  if (options_.make_front) {
+    front_ = options_.make_front(
+        FrontContext{&options_, registry_.get(), side_files_.get(), &readiness_});
+  } else {
+    DevicePluginFrontOptions fo;
+    fo.paths = options_.paths;
+    fo.registration = options_.registration;
+    fo.podresources_interval = options_.podresources_interval;
+    fo.kubelet_restart_settle = options_.kubelet_restart_settle;
+    fo.list_failure_bound = options_.list_failure_bound;
+    fo.cdi_devices = options_.cdi_devices;
+    auto front = std::make_unique<DevicePluginFront>(fo, registry_.get(), side_files_.get(),
+                                                     &readiness_, [this] { ReconcileCniIfDue(); });
+    device_plugins_ = front.get();
+    front_ = std::move(front);
   }
 }
 
@@ -116,27 +116,9 @@ absl::Status Agent::Start() {
   // The first advertisement already reflects a port that is down.
   registry_->SetNode(*inventory, monitor_->Prime(*inventory, MonotonicNow()));
   if (absl::Status s = ApplyConfig(config); !s.ok()) return s;
-  podresources::PodResourcesClientOptions pr;
-  pr.socket_path = options_.paths.PodResourcesSocket();
-  pr.use_get = false;  // we want every Pod: List
-  podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
-  holds::HoldsWatcherOptions ho;
-  ho.podresources_socket = options_.paths.PodResourcesSocket();
-  ho.checkpoint_path = options_.paths.KubeletCheckpoint();
-  ho.interval = options_.podresources_interval;
-  ho.restart_settle = options_.kubelet_restart_settle;
-  ho.list_failure_bound = options_.list_failure_bound;
-  holds_ = std::make_unique<holds::HoldsWatcher>(
-      ho, podresources_.get(), [this](const holds::KubeletView& v) { registry_->SetHolds(v); },
-      // No PodResources and no checkpoint on this node: grants lapse by TTL.
-      [this] { registry_->ExpireGrants(); },
-      [this] {
-        readiness_.Set("podresources", holds_->status().not_ready_reason);
-        ReconcileCniIfDue();
-      });
   // Holds known before the first advertisement: after an agent restart a
   // running shared Pod's device is withdrawn from exclusive pools at once.
-  holds_->RunRound();
+  front_->RefreshHolds();
   // The first sample, with the node and its holds, before anything serves:
   // /metrics has counters from its first scrape, health its first baseline.
   sampler_->TakeNow();
@@ -144,9 +126,9 @@ absl::Status Agent::Start() {
   // written by the writer's thread, outside every lock Allocate takes.
   side_files_->WriteNow();
   registry_->SetOnChange([this] { side_files_->Poke(); });
-  registry_->SetOnGrant([this] { holds_->RequestRefresh(); });
+  registry_->SetOnGrant([this] { front_->OnGrant(); });
   side_files_->Start();
-  if (absl::Status s = plugins_->Start(); !s.ok()) return s;
+  if (absl::Status s = front_->Start(); !s.ok()) return s;
   monitor_->Start();
   inventory_->Start(
       absl::Milliseconds(config.health.poll_interval_ms),
@@ -155,7 +137,8 @@ absl::Status Agent::Start() {
     rdma_netlink_ = netns::OpenRdmaNetlink();
     // The CNI side asks for one Pod: Get (the client falls back to a filtered
     // List where the kubelet disables Get), on its own client and rate budget.
-    podresources::PodResourcesClientOptions cni_pr = pr;
+    podresources::PodResourcesClientOptions cni_pr;
+    cni_pr.socket_path = options_.paths.PodResourcesSocket();
     cni_pr.use_get = true;
     cni_podresources_ = std::make_unique<podresources::PodResourcesClient>(cni_pr);
     cni_ = std::make_unique<cni_service::CniService>(options_.paths, cni_podresources_.get(),
@@ -178,8 +161,6 @@ absl::Status Agent::Start() {
       doctor_error_ = std::string(s.message());
     }
   }
-  // Started after cni_: the watcher reconciles through it.
-  holds_->Start();
   sampler_->Start();
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;
@@ -199,13 +180,12 @@ absl::Status Agent::Start() {
 void Agent::Stop() {
   // First: its rounds read the registry and the holds watcher.
   if (sampler_) sampler_->Stop();
-  if (holds_) holds_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();
   if (doctor_) doctor_->Stop();
   if (monitor_) monitor_->Stop();
-  plugins_->Stop();
+  front_->Stop();
   side_files_->Stop();
 }
 
@@ -224,11 +204,11 @@ absl::Status Agent::Reload() {
 
 absl::Status Agent::ApplyConfig(const Config& config) {
   PoolRegistry::Changes changes = registry_->ApplyConfig(config);
-  for (const std::string& name : changes.removed) plugins_->RemovePool(name);
+  for (const std::string& name : changes.removed) front_->RemovePool(name);
   for (auto& state : changes.added) {
     LogInfo(Component::kPlugin, "{}: {} unit(s), {} healthy", state->resource(),
             state->snapshot()->units.size(), state->snapshot()->HealthyCount());
-    if (absl::Status s = plugins_->AddPool(state); !s.ok()) return s;
+    if (absl::Status s = front_->AddPool(state); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -269,11 +249,7 @@ absl::Status Agent::StartSampler() {
   // The live devices as the registry knows them (set before the first round).
   in.devices = [this] { return registry_->node().inventory.devices; };
   in.grants = [this] { return Grants(); };
-  in.holds = [this] {
-    if (!holds_) return sampler::HoldsState{false, "the kubelet has not been asked yet"};
-    const holds::HoldsStatus st = holds_->status();
-    return sampler::HoldsState{st.complete, st.incomplete_reason};
-  };
+  in.holds = [this] { return front_->HoldsState(); };
   sampler_ = std::make_unique<sampler::Sampler>(so, std::move(in), resources, procs);
   // Without --observe the verdicts say "unknown: observation is off" rather
   // than nothing, so a Pod's check is never silently empty.
@@ -307,10 +283,7 @@ void Agent::ReconcileCniIfDue() {
 status::StatusInput Agent::StatusNow() const {
   status::StatusInput in;
   in.version = "0.1.0";
-  in.registrations = Registrations(*plugins_);
-  in.kubelet_restarts = plugins_->kubelet_restarts();
-  if (holds_) in.kubelet_view = holds_->status();
-  in.podresources_errors = in.kubelet_view.list_errors;
+  front_->FillStatus(&in);
   in.pools = registry_->view();
   return in;
 }
@@ -333,6 +306,7 @@ std::string Agent::MetricsText() const {
   if (observer_) out += observer_->MetricsText();
   if (doctor_) out += doctor_->MetricsText();
   out += side_files_->MetricsText();
+  out += front_->MetricsText();
   return out;
 }
 
@@ -345,7 +319,7 @@ std::string Agent::PeersJson() const {
 }
 
 std::string Agent::NotReadyReason() const {
-  std::string why = status::NotReadyReason(Registrations(*plugins_));
+  std::string why = front_->NotReadyReason();
   const std::string more = readiness_.Join();
   if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
   // A CDI spec or NFD file that failed every retry (one short lock, no I/O).

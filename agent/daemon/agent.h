@@ -1,11 +1,13 @@
 // Agent: the composition root, and nothing more. It wires the modules and
 // owns their lifecycle:
 //   discovery + health (node changes) --> PoolRegistry (agent/pools)
-//   PoolRegistry --> PluginManager servers (plugin/deviceplugin)
+//   PoolRegistry --> the KubeletFront: device-plugin servers (plugin/deviceplugin)
+//                    or DRA (fabric-dra); see kubelet_front.h
 //                --> SideFileWriter (CDI specs, NFD file; own thread)
 //                --> status views (/metrics, /readyz, /v1/node)
 //                --> CNI service (through PoolDeviceResolver)
-//   HoldsWatcher (PodResources List + kubelet checkpoint) --> PoolRegistry::SetHolds
+//   the front's holds (PodResources List + kubelet checkpoint, or allocated
+//     ResourceClaims) --> PoolRegistry::SetHolds
 //   Sampler (every counter file, restrack, /proc; own thread) --> /metrics,
 //     health's EFA error counters, the observer (agent/observe)
 // The daemon is the only place that knows both plugin/ and the agent modules.
@@ -14,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +31,8 @@
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/cni_service/cni_service.h"
 #include "agent/config/config.h"
+#include "agent/daemon/device_plugin_front.h"
+#include "agent/daemon/kubelet_front.h"
 #include "agent/daemon/side_files.h"
 #include "agent/doctor/doctor.h"
 #include "agent/health/health_monitor.h"
@@ -48,6 +53,8 @@
 #include "plugin/deviceplugin/plugin_manager.h"
 
 namespace fabric {
+
+struct FrontContext;
 
 struct AgentOptions {
   std::string config_path;  // empty: DefaultConfig()
@@ -87,6 +94,17 @@ struct AgentOptions {
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;
+  // The front that serves the pools; unset: the device-plugin front. Called
+  // once, in the constructor.
+  std::function<std::unique_ptr<KubeletFront>(const FrontContext&)> make_front;
+};
+
+// What a front may use; all outlive it.
+struct FrontContext {
+  const AgentOptions* options = nullptr;
+  PoolRegistry* registry = nullptr;
+  SideFileWriter* side_files = nullptr;
+  status::ReadinessReasons* readiness = nullptr;
 };
 
 class Agent {
@@ -110,8 +128,8 @@ class Agent {
 
   // Observes the kubelet now (PodResources List + checkpoint): who holds
   // what, allocated counts, and the exclusive/shared conflict withdrawal.
-  void RefreshAllocations() { holds_->RunRound(); }
-  holds::HoldsStatus holds_status() const { return holds_->status(); }
+  void RefreshAllocations() { front_->RefreshHolds(); }
+  holds::HoldsStatus holds_status() const { return front_->holds_status(); }
 
   // The HTTP views.
   std::string MetricsText() const;
@@ -135,7 +153,9 @@ class Agent {
   Config config() const { return registry_->config(); }
   std::vector<std::shared_ptr<PoolState>> pools() const { return registry_->pools(); }
   PoolRegistry& registry() { return *registry_; }
-  PluginManager& plugins() { return *plugins_; }
+  // The device-plugin front's servers (the default front; tests).
+  PluginManager& plugins() { return device_plugins_->plugins(); }
+  KubeletFront& front() { return *front_; }
   HealthMonitor* health_monitor() { return monitor_.get(); }
   // The one reader of counter files (null before Start). The observer's
   // samples come from it (Sampler::OnSample, set before the first period).
@@ -155,18 +175,17 @@ class Agent {
   std::unique_ptr<PoolRegistry> registry_;
   PoolDeviceResolver resolver_{registry_.get()};
   std::unique_ptr<SideFileWriter> side_files_;
-  std::unique_ptr<PluginManager> plugins_;
+  status::ReadinessReasons readiness_;  // read by /readyz on the HTTP loop
+  std::unique_ptr<KubeletFront> front_;
+  DevicePluginFront* device_plugins_ = nullptr;  // front_, when it is the device-plugin one
   std::unique_ptr<AttachmentSource> attachments_;
   std::unique_ptr<Inventory> inventory_;  // publishes device lists into monitor_
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<podresources::PodResourcesClient> podresources_;
   std::unique_ptr<podresources::PodResourcesClient> cni_podresources_;  // Get for one Pod
   std::unique_ptr<netns::RdmaNetlink> rdma_netlink_;
   std::unique_ptr<cni_service::CniService> cni_;
   std::unique_ptr<cni_service::CniAgentServer> cni_server_;
-  status::ReadinessReasons readiness_;  // read by /readyz on the HTTP loop
-  std::unique_ptr<holds::HoldsWatcher> holds_;
   absl::Time last_cni_reconcile_ = MonotonicNow();  // the holds thread's only
   std::unique_ptr<doctor::Doctor> doctor_;          // null unless --doctor (and it could start)
   std::string doctor_error_;

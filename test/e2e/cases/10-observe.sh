@@ -19,7 +19,7 @@
 # Also: rdma-res-probe (the agent's restrack reader as a tool) lists the same user QPs as
 # `rdma -j res show qp`.
 # e2e: needs the real kubelet
-# e2e: timeout 480
+# e2e: timeout 600
 # shellcheck source=../lib/case-lib.sh
 source "$E2E_LIB/case-lib.sh"
 # shellcheck source=../lib/rk-vm.sh
