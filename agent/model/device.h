@@ -26,16 +26,17 @@ struct CharDevice {
 };
 
 struct PciInfo {
-  std::string address;  // "0000:10:1b.0"
-  // The PCIe root complex it sits under ("pci0000:10"; SR-IOV VFs share their
-  // PF's), from its sysfs path: resource.kubernetes.io/pcieRoot. "" if unknown.
-  std::string pcie_root;
+  std::string address;   // "0000:10:1b.0"
   uint32_t vendor = 0;   // 0x1d0f
   uint32_t device = 0;   // 0xefa1
   std::string driver;    // "efa", "mlx5_core"; empty when unbound
   int numa_node = -1;    // -1: the platform reports no NUMA affinity
   std::string physfn;    // PF address when this is an SR-IOV VF
   int sriov_numvfs = 0;  // VFs enabled on this PF
+  // The PCIe root complex it sits under ("pci0000:10"; SR-IOV VFs share their
+  // PF's), from its sysfs path: resource.kubernetes.io/pcieRoot. "" if unknown.
+  // Last, so positional initializers of the fields above stay valid.
+  std::string pcie_root;
   bool is_vf() const { return !physfn.empty(); }
 };
 
