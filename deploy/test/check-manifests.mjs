@@ -13,6 +13,7 @@ import util from 'node:util';
 import yaml from 'js-yaml';
 import * as k8sCore from 'kubernetes-models/v1';
 import * as k8sApps from 'kubernetes-models/apps/v1';
+import * as k8sResource from 'kubernetes-models/resource.k8s.io/v1';
 import * as promOp from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { validate as validateDockerfile } from 'dockerfile-utils';
 import { Chart, renderedObjects } from './lib/helm-lite.mjs';
@@ -107,12 +108,62 @@ const RUNTIME_CONFIG_SUBDIR = { containerd: 'k8s.io', 'cri-o': 'overlay-containe
 const REQUIRED_FLAGS = ['--config', '--sysfs-root', '--dev-root', '--kubelet-root', '--device-plugin-dir',
   '--plugins-registry-dir', '--pod-resources-socket', '--registration', '--metrics-address', '--cdi-dir', '--memlock-hook-path'];
 const GPU_EFA_TAINTS = ['nvidia.com/gpu', 'vpc.amazonaws.com/efa', 'aws.amazon.com/neuron'];
+// DRA mode (dra.enabled, components/dra): the driver, and each DeviceClass
+// with the extended resource it serves (extendedResourceName, opt-in).
+const DRA_DRIVER = 'fabric.gpustack.ai';
+const DRA_CLASSES = {
+  'efa.fabric.gpustack.ai': 'vpc.amazonaws.com/efa',
+  'rdma.fabric.gpustack.ai': 'device.gpustack.ai/rdma',
+  'rdma-shared.fabric.gpustack.ai': 'device.gpustack.ai/rdma.shared',
+};
+const PCIE_ROOT = 'resource.kubernetes.io/pcieRoot';
+// The slices the agent builds (agent/dra tests compare with these files).
+const draTestdata = path.resolve(deployDir, '../agent/dra/testdata');
+
+// A DeviceClass selector as the conjunction this project writes:
+// `device.driver == "d"`, `device.attributes["dom"].name == "v"` and
+// `device.attributes["dom"].flag`, joined by &&. Anything else is refused, so
+// the evaluation below never guesses at CEL.
+function parseSelector(expr) {
+  return expr.split('&&').map((c) => c.trim()).map((c) => {
+    let m;
+    if ((m = /^device\.driver == "([^"]+)"$/.exec(c))) return { driver: m[1] };
+    if ((m = /^device\.attributes\["([^"]+)"\]\.([A-Za-z][A-Za-z0-9]*) == "([^"]*)"$/.exec(c))) return { domain: m[1], attr: m[2], equals: m[3] };
+    if ((m = /^device\.attributes\["([^"]+)"\]\.([A-Za-z][A-Za-z0-9]*)$/.exec(c))) return { domain: m[1], attr: m[2], isTrue: true };
+    throw new Error(`CEL clause outside what check-manifests evaluates: ${c}`);
+  });
+}
+
+// CEL's && is false when any side is false, even if another side fails (a
+// missing attribute); otherwise an error fails the claim in the scheduler.
+// An unqualified attribute belongs to the slice's driver's domain.
+function selects(clauses, driver, device) {
+  let error = null;
+  let result = true;
+  for (const cl of clauses) {
+    if (cl.driver !== undefined) {
+      result &&= driver === cl.driver;
+      continue;
+    }
+    const a = device.attributes?.[`${cl.domain}/${cl.attr}`] ?? (cl.domain === driver ? device.attributes?.[cl.attr] : undefined);
+    const want = cl.isTrue ? 'bool' : 'string';
+    if (!a || typeof a[want] !== (cl.isTrue ? 'boolean' : 'string')) {
+      error ??= `device ${device.name}: no ${want} attribute ${cl.domain}/${cl.attr}`;
+      continue;
+    }
+    result &&= cl.isTrue ? a.bool : a.string === cl.equals;
+  }
+  if (!result) return false;
+  if (error) throw new Error(`${error} (a CEL runtime error: the scheduler fails the claim)`);
+  return true;
+}
 
 // ------------------------------------------------------- schema validation
 
 const MODELS = {
   v1: k8sCore,
   'apps/v1': k8sApps,
+  'resource.k8s.io/v1': k8sResource,
   'monitoring.coreos.com/v1': promOp,
 };
 
@@ -143,7 +194,7 @@ function knownPropertyNames() {
 
 // Maps whose keys are user data (labels, resource names, ...), not fields.
 const FREE_FORM = new Set(['labels', 'annotations', 'data', 'binaryData', 'stringData', 'nodeSelector',
-  'matchLabels', 'limits', 'requests', 'hard', 'capacity', 'allocatable']);
+  'matchLabels', 'limits', 'requests', 'hard', 'capacity', 'allocatable', 'attributes']);
 
 function unknownFields(o, where = '', parentKey = '', out = []) {
   if (Array.isArray(o)) {
@@ -257,6 +308,8 @@ const kustomizations = {
   'kustomize with-observe': 'kustomize/overlays/with-observe',
   'kustomize k0s': 'kustomize/overlays/k0s',
   'kustomize microk8s': 'kustomize/overlays/microk8s',
+  'kustomize with-dra': 'kustomize/overlays/with-dra',
+  'kustomize with-dra-extended-resources': 'kustomize/overlays/with-dra-extended-resources',
 };
 for (const [name, dir] of Object.entries(kustomizations)) {
   check(`${name}: builds`, () => {
@@ -316,6 +369,9 @@ const helmCases = {
   'helm kubelet.* each set': { kubelet: { rootDir: K0S, devicePluginDir: '/srv/dp/', pluginsRegistryDir: '/srv/reg', podResourcesDir: '/srv/pr/' } },
   'helm registration=watcher': { registration: 'watcher' },
   'helm hookDir=/home/kubernetes/bin/': { hookDir: '/home/kubernetes/bin/' },
+  'helm dra.enabled': { dra: { enabled: true } },
+  'helm dra.enabled + extendedResourceNames': { dra: { enabled: true, extendedResourceNames: true } },
+  'helm dra.extendedResourceNames alone': { dra: { extendedResourceNames: true } },
 };
 for (const [name, values] of Object.entries(helmCases)) {
   check(`${name}: renders`, () => {
@@ -409,6 +465,22 @@ check('helm kubelet.rootDir == kustomize k0s / microk8s overlays', () => {
     renders['kustomize k0s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm k0s vs kustomize k0s');
   compareSets(renders['helm MicroK8s: kubelet.rootDir'].map(normalizeHelm),
     renders['kustomize microk8s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm MicroK8s vs kustomize microk8s');
+});
+// kustomize does not know DeviceClass is cluster-scoped and gives it the
+// overlay's namespace; the API server drops a namespace on a cluster-scoped
+// object (EnsureObjectNamespaceMatchesRequestNamespace), so compare without it.
+const clusterScoped = (o) => {
+  if (o.kind !== 'DeviceClass') return o;
+  const c = structuredClone(o);
+  delete c.metadata.namespace;
+  return c;
+};
+check('helm dra.enabled == kustomize with-dra; + extendedResourceNames == with-dra-extended-resources', () => {
+  compareSets(renders['helm dra.enabled'].map(normalizeHelm),
+    renders['kustomize with-dra'].filter((o) => o.kind !== 'Namespace').map(parseConfig).map(clusterScoped), 'helm vs kustomize');
+  compareSets(renders['helm dra.enabled + extendedResourceNames'].map(normalizeHelm),
+    renders['kustomize with-dra-extended-resources'].filter((o) => o.kind !== 'Namespace').map(parseConfig).map(clusterScoped),
+    'helm vs kustomize');
 });
 check('helm config value == kustomize ConfigMap (parsed)', () => {
   const cm = single(renders['kustomize base'], 'ConfigMap');
@@ -628,7 +700,88 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       for (const [k, v] of Object.entries(pm.spec.selector.matchLabels)) assertEq(podLabels[k], v, `PodMonitor selector ${k}`);
     }
   });
+
+  const dra = /dra\.enabled|with-dra/.test(name);
+  const extended = dra && /extended/i.test(name);
+  check(`${name}: ${dra ? `the three DRA DeviceClasses${extended ? ' with their extended resources' : ''}` : 'no DeviceClass (DRA off)'}`, () => {
+    const classes = byKind(objs(), 'DeviceClass');
+    if (!dra) {
+      assertEq(classes.length, 0, 'DeviceClass count');
+      return;
+    }
+    assertEq(classes.map((c) => c.metadata.name).sort(), Object.keys(DRA_CLASSES).sort(), 'DeviceClass names');
+    for (const c of classes) {
+      assertEq(c.apiVersion, 'resource.k8s.io/v1', `${c.metadata.name} apiVersion`);
+      assertEq(c.spec.extendedResourceName, extended ? DRA_CLASSES[c.metadata.name] : undefined, `${c.metadata.name} extendedResourceName`);
+      if (extended) assert(RESOURCE_NAMES.includes(c.spec.extendedResourceName), `${c.spec.extendedResourceName} is no pool's name`);
+      assertEq(c.spec.selectors.length, 1, `${c.metadata.name} selectors`);
+      const clauses = parseSelector(c.spec.selectors[0].cel.expression);
+      assertEq(clauses[0], { driver: DRA_DRIVER }, `${c.metadata.name}: the driver is checked first`);
+      assert(clauses.some((cl) => cl.attr === 'healthy' && cl.isTrue), `${c.metadata.name} does not require healthy`);
+    }
+  });
 }
+
+// ------------------------------------------------------------ DRA slices
+
+// What the agent publishes (agent/dra's golden files) must pass the
+// ResourceSlice schema and its limits, and the shipped DeviceClasses must
+// pick exactly the devices they promise from it.
+const goldenSlices = {};
+for (const f of (fs.existsSync(draTestdata) ? fs.readdirSync(draTestdata) : []).filter((x) => x.endsWith('.json')).sort()) {
+  check(`agent/dra/testdata/${f}: ResourceSlices pass the Kubernetes schema and the v1 limits`, () => {
+    const slices = JSON.parse(fs.readFileSync(path.join(draTestdata, f), 'utf8'));
+    const names = new Set();
+    for (const s of slices) {
+      validateObject(s);
+      assertEq(s.kind, 'ResourceSlice', 'kind');
+      assertEq(s.spec.driver, DRA_DRIVER, 'driver');
+      assertEq(s.spec.pool.name, s.spec.nodeName, 'one pool per node, named after it');
+      assertEq(s.spec.pool.resourceSliceCount, slices.length, 'resourceSliceCount');
+      assert(s.spec.devices.length <= 128, `${s.metadata.name}: ${s.spec.devices.length} devices, over 128`);
+      for (const d of s.spec.devices) {
+        assert(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(d.name), `${d.name}: not a DNS label`);
+        assert(!names.has(d.name), `${d.name}: published twice`);
+        names.add(d.name);
+        const attrs = Object.entries(d.attributes);
+        assert(attrs.length <= 32, `${d.name}: ${attrs.length} attributes, over 32`);
+        for (const [k, v] of attrs) {
+          assertEq(Object.keys(v).length, 1, `${d.name}.${k}: one value type`);
+          if (typeof v.string === 'string') assert(v.string.length <= 64, `${d.name}.${k}: over 64 characters`);
+        }
+        for (const k of ['kind', 'mode', 'resource', 'rdmaDevice', 'uverbs', 'healthy']) assert(d.attributes[k], `${d.name}: no ${k}`);
+        if (d.attributes.pciAddress) assert(/^pci[0-9a-f]{4,}:[0-9a-f]{2}$/.test(d.attributes[PCIE_ROOT]?.string ?? ''), `${d.name}: ${PCIE_ROOT}`);
+      }
+    }
+    goldenSlices[f] = slices;
+  });
+}
+check('DRA DeviceClasses select the devices they promise from the agent\'s slices', () => {
+  const classes = byKind(renders['helm dra.enabled'] ?? [], 'DeviceClass');
+  assertEq(classes.length, 3, 'DeviceClasses in the helm dra.enabled render');
+  const picked = (slices) => Object.fromEntries(classes.map((c) => {
+    const clauses = parseSelector(c.spec.selectors[0].cel.expression);
+    return [c.metadata.name, slices.flatMap((s) => s.spec.devices.filter((d) => selects(clauses, s.spec.driver, d)).map((d) => d.name))];
+  }));
+  const p5 = goldenSlices['p5-efa-slices.json'];
+  const roce = goldenSlices['roce-sriov-slices.json'];
+  assert(p5 && roce, 'golden slices missing');
+  const p5Names = p5.flatMap((s) => s.spec.devices.map((d) => d.name));
+  assertEq(p5Names.length, 32, 'p5 devices');
+  assertEq(picked(p5), { 'efa.fabric.gpustack.ai': p5Names, 'rdma.fabric.gpustack.ai': [], 'rdma-shared.fabric.gpustack.ai': [] }, 'p5');
+  // mlx5_1 is unhealthy there (and tainted); the VFs belong to rdma.partitioned.
+  assertEq(picked(roce), { 'efa.fabric.gpustack.ai': [], 'rdma.fabric.gpustack.ai': [], 'rdma-shared.fabric.gpustack.ai': [] }, 'roce (mlx5_1 unhealthy)');
+  const healed = structuredClone(roce);
+  for (const s of healed) for (const d of s.spec.devices) d.attributes.healthy = { bool: true };
+  assertEq(picked(healed), {
+    'efa.fabric.gpustack.ai': [],
+    'rdma.fabric.gpustack.ai': ['mlx5-1'],
+    'rdma-shared.fabric.gpustack.ai': ['mlx5-1-t0', 'mlx5-1-t1', 'mlx5-1-t2', 'mlx5-1-t3'],
+  }, 'roce (healed)');
+  // Another driver's device, without our attributes: not selected, no error.
+  const gpu = [{ spec: { driver: 'gpu.nvidia.com', devices: [{ name: 'gpu-0', attributes: { type: { string: 'gpu' } } }] } }];
+  assertEq(Object.values(picked(gpu)).flat(), [], 'a GPU');
+});
 
 // ------------------------------------------------------------ examples
 
@@ -640,6 +793,47 @@ for (const f of fs.readdirSync(examplesDir).filter((x) => x.endsWith('.yaml')).s
     for (const o of examples[f]) validateObject(o);
   });
 }
+const draExamplesDir = path.join(examplesDir, 'dra');
+for (const f of fs.readdirSync(draExamplesDir).filter((x) => x.endsWith('.yaml')).sort()) {
+  check(`examples/dra/${f}: parses and passes the Kubernetes schema`, () => {
+    examples[`dra/${f}`] = yaml.loadAll(fs.readFileSync(path.join(draExamplesDir, f), 'utf8')).filter((o) => o);
+    for (const o of examples[`dra/${f}`]) validateObject(o);
+  });
+}
+check('examples/dra: Pods claim from a template beside them, for our DeviceClasses; 2 EFA, 1 shared RDMA, a GPU + EFA on one pcieRoot', () => {
+  const seen = new Set();
+  for (const [f, objs] of Object.entries(examples).filter(([k]) => k.startsWith('dra/'))) {
+    const templates = new Map(objs.filter((o) => o.kind === 'ResourceClaimTemplate').map((t) => [t.metadata.name, t]));
+    const pods = objs.filter((o) => o.kind === 'Pod');
+    assert(templates.size && pods.length, `${f}: needs a ResourceClaimTemplate and a Pod`);
+    for (const pod of pods) {
+      const claims = new Map((pod.spec.resourceClaims ?? []).map((c) => [c.name, c]));
+      for (const c of claims.values()) {
+        assert(templates.has(c.resourceClaimTemplateName), `${f}: ${pod.metadata.name} claims from ${c.resourceClaimTemplateName}, not in the file`);
+        assertEq(templates.get(c.resourceClaimTemplateName).metadata.namespace, pod.metadata.namespace, `${f}: template namespace`);
+      }
+      const used = allContainers(pod.spec).flatMap((c) => (c.resources?.claims ?? []).map((x) => x.name));
+      assert(used.length, `${f}: no container uses a claim`);
+      for (const u of used) assert(claims.has(u), `${f}: container claim ${u} not in spec.resourceClaims`);
+    }
+    for (const t of templates.values()) {
+      const { requests, constraints = [] } = t.spec.spec.devices;
+      for (const r of requests) {
+        const cls = r.exactly?.deviceClassName;
+        assert(cls in DRA_CLASSES || cls === 'gpu.nvidia.com', `${f}: request ${r.name} asks for ${cls}`);
+        seen.add(`${cls}=${r.exactly.count ?? 1}`);
+      }
+      for (const c of constraints) {
+        assertEq(c.matchAttribute, PCIE_ROOT, `${f}: constraint`);
+        assertEq([...c.requests].sort(), requests.map((r) => r.name).sort(), `${f}: the constraint covers every request`);
+        seen.add(`pcieRoot:${requests.map((r) => r.exactly.deviceClassName).sort().join('+')}`);
+      }
+    }
+  }
+  for (const want of ['efa.fabric.gpustack.ai=2', 'rdma-shared.fabric.gpustack.ai=1', 'pcieRoot:efa.fabric.gpustack.ai+gpu.nvidia.com']) {
+    assert(seen.has(want), `no DRA example covers ${want}`);
+  }
+});
 check('examples: no hostNetwork/hostPID/hostIPC, hostPath, privileged or added capabilities', () => {
   for (const [f, objs] of Object.entries(examples)) {
     for (const o of objs) {
