@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/base/mono_clock.h"
+#include "tools/kubelet-sim/dra_sim.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
 namespace fabric::sim {
@@ -32,8 +33,9 @@ DIR/plugins_registry), waits for device plugins to register, prints what they
 advertise and what Allocate returns.
 
   --root DIR               kubelet root directory (required)
-  --mode kubelet|watcher|both
-                           registration path(s) to serve (default kubelet)
+  --mode kubelet|watcher|both|dra
+                           registration path(s) to serve (default kubelet); dra: the
+                           kubelet's DRA side instead (plugin watcher DRA handler)
   --expect-resources N     wait for N resources with a first ListAndWatch (default 1)
   --allocate RES=COUNT     admit a pod asking COUNT of RES (repeatable; comma lists ok)
   --timeout DURATION       how long to wait for each phase (default 30s)
@@ -41,6 +43,11 @@ advertise and what Allocate returns.
   --serve                  keep running (printing events) until SIGTERM/SIGINT
   --reconcile-period D     plugin-watcher reconcile period (default 1s, as the kubelet)
   --dial-timeout D         kubelet dial timeout for plugin endpoints (default 10s)
+  --driver NAME            (dra) the DRA driver to call (default: the first registered)
+  --prepare NS/NAME/UID    (dra) claims to prepare in one NodePrepareResources call
+                           (repeatable; comma lists ok); prints each claim's CDI ids
+  --unprepare NS/NAME/UID  (dra) claims to unprepare in one call (after --prepare)
+  --watch-health D         (dra) print the driver's device health for D
   --kubelet-version current|1.20
                            behave like the current kubelet (default) or like v1.20
                            (asynchronous Register, options from the request, ...)
@@ -57,6 +64,10 @@ struct Flags {
   absl::Duration reconcile_period = absl::Seconds(1);
   absl::Duration dial_timeout = absl::Seconds(10);
   fabric::sim::KubeletVersion version = fabric::sim::KubeletVersion::kCurrent;
+  std::string driver;
+  std::vector<DraSimClaim> prepare;
+  std::vector<DraSimClaim> unprepare;
+  absl::Duration watch_health = absl::ZeroDuration();
 };
 
 [[noreturn]] void UsageError(const std::string& message) {
@@ -101,8 +112,9 @@ Flags ParseFlags(int argc, char** argv) {
       flags.root = take_value();
     } else if (name == "--mode") {
       flags.mode = take_value();
-      if (flags.mode != "kubelet" && flags.mode != "watcher" && flags.mode != "both") {
-        UsageError("--mode must be kubelet, watcher or both");
+      if (flags.mode != "kubelet" && flags.mode != "watcher" && flags.mode != "both" &&
+          flags.mode != "dra") {
+        UsageError("--mode must be kubelet, watcher, both or dra");
       }
     } else if (name == "--expect-resources") {
       if (!absl::SimpleAtoi(take_value(), &flags.expect_resources) || flags.expect_resources < 0) {
@@ -117,6 +129,20 @@ Flags ParseFlags(int argc, char** argv) {
         }
         flags.allocations.emplace_back(kv.first, count);
       }
+    } else if (name == "--driver") {
+      flags.driver = take_value();
+    } else if (name == "--prepare" || name == "--unprepare") {
+      for (absl::string_view item : absl::StrSplit(take_value(), ',', absl::SkipEmpty())) {
+        std::vector<std::string> parts = absl::StrSplit(item, '/');
+        if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) {
+          UsageError(
+              fmt::format("{} expects NAMESPACE/NAME/UID, got {:?}", name, std::string(item)));
+        }
+        (name == "--prepare" ? flags.prepare : flags.unprepare)
+            .push_back(DraSimClaim{parts[0], parts[1], parts[2]});
+      }
+    } else if (name == "--watch-health") {
+      flags.watch_health = ParseDurationFlag(name, take_value());
     } else if (name == "--timeout") {
       flags.timeout = ParseDurationFlag(name, take_value());
     } else if (name == "--reconcile-period") {
@@ -214,7 +240,101 @@ void PrintTimeout(const KubeletSim& sim, const std::string& what, absl::Time ori
   }
 }
 
+std::string ClaimText(const DraSimClaim& c) {
+  return fmt::format("{}/{} (uid {})", c.claim_namespace, c.name, c.uid);
+}
+
+void PrintHealth(const std::map<std::string, DraSimDeviceHealth>& health) {
+  for (const auto& [key, h] : health) {
+    std::cout << fmt::format("    {:<32} {:<10} {}\n", key, h.health, h.message);
+  }
+}
+
+// --mode dra: the kubelet's DRA side. Exit status as for the device-plugin
+// side: 0 ok, 1 start error, 2 no driver registered in time, 3 a prepare or
+// unprepare failed.
+int RunDra(const Flags& flags) {
+  DraSimOptions options;
+  options.reconcile_period = flags.reconcile_period;
+  DraKubeletSim sim(flags.root, options);
+  if (absl::Status s = sim.Start(); !s.ok()) {
+    std::cerr << "kubelet-sim: start: " << s << "\n";
+    return 1;
+  }
+  std::cout << "kubelet-sim: DRA plugin watcher on " << sim.PluginsRegistryDir() << "\n";
+  std::cout.flush();
+  auto chosen = [&]() -> std::string {
+    auto drivers = sim.Drivers();
+    if (!flags.driver.empty()) return drivers.count(flags.driver) ? flags.driver : "";
+    return drivers.empty() ? "" : drivers.begin()->first;
+  };
+  if (!sim.WaitFor([&] { return !chosen().empty(); }, flags.timeout)) {
+    std::cerr << "kubelet-sim: timeout: no DRA driver"
+              << (flags.driver.empty() ? "" : " " + flags.driver) << " registered within "
+              << absl::FormatDuration(flags.timeout) << "\n";
+    for (const auto& r : sim.Registrations()) {
+      std::cerr << fmt::format("  {} {}: {}\n", r.socket_path, r.driver, r.ok ? "OK" : r.error);
+    }
+    return 2;
+  }
+  const std::string driver = chosen();
+  std::cout << "\n== DRA registrations ==\n";
+  for (const auto& r : sim.Registrations()) {
+    std::cout << fmt::format("  {} type={} name={} endpoint={} versions=[{}] service={}  {}\n",
+                             r.socket_path, r.type, r.driver, r.endpoint,
+                             absl::StrJoin(r.supported_versions, " "), r.chosen_service,
+                             r.ok ? "OK" : "REJECTED: " + r.error);
+  }
+  int rc = 0;
+  if (!flags.prepare.empty()) {
+    std::cout << "\n== NodePrepareResources (" << driver << ") ==\n";
+    auto prepared = sim.PrepareResources(driver, flags.prepare);
+    if (!prepared.ok()) {
+      std::cout << "  FailedPrepareDynamicResources: " << prepared.status().message() << "\n";
+      rc = 3;
+    } else {
+      for (const DraSimClaim& c : flags.prepare) {
+        std::cout << "  claim " << ClaimText(c) << "\n";
+        for (const auto& d : (*prepared)[c.uid]) {
+          std::cout << fmt::format("    {}/{} requests [{}] -> CDI [{}]\n", d.pool, d.device,
+                                   absl::StrJoin(d.request_names, ", "),
+                                   absl::StrJoin(d.cdi_device_ids, ", "));
+        }
+      }
+    }
+  }
+  if (rc == 0 && !flags.unprepare.empty()) {
+    std::cout << "\n== NodeUnprepareResources (" << driver << ") ==\n";
+    absl::Status s = sim.UnprepareResources(driver, flags.unprepare);
+    for (const DraSimClaim& c : flags.unprepare) {
+      std::cout << "  claim " << ClaimText(c) << (s.ok() ? ": unprepared" : "") << "\n";
+    }
+    if (!s.ok()) {
+      std::cout << "  FAILED: " << s.message() << "\n";
+      rc = 3;
+    }
+  }
+  if (flags.watch_health > absl::ZeroDuration()) {
+    std::cout << "\n== Device health (" << driver << ", "
+              << absl::FormatDuration(flags.watch_health) << ") ==\n";
+    const absl::Time end = MonotonicNow() + flags.watch_health;
+    int seen = 0;
+    while (MonotonicNow() < end) {
+      sim.WaitFor([&] { return sim.HealthMessages(driver) != seen; }, end - MonotonicNow());
+      if (sim.HealthMessages(driver) == seen) break;
+      seen = sim.HealthMessages(driver);
+      std::cout << "  update " << seen << ":\n";
+      PrintHealth(sim.Health(driver));
+      std::cout.flush();
+    }
+  }
+  std::cout.flush();
+  sim.Stop();
+  return rc;
+}
+
 int Run(const Flags& flags) {
+  if (flags.mode == "dra") return RunDra(flags);
   // Signals are taken with sigwait; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);

@@ -1,0 +1,106 @@
+// What the API server says a ResourceClaim was allocated, restricted to our
+// driver: the input of NodePrepareResources. The kubelet names only the claim
+// (namespace, name, UID); the devices come from the claim's
+// status.allocation.devices.results[] (resource.k8s.io/v1).
+#ifndef FABRIC_PLUGIN_DRA_CLAIM_ALLOCATION_H_
+#define FABRIC_PLUGIN_DRA_CLAIM_ALLOCATION_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fabric::dra {
+
+inline constexpr char kDriverName[] = "fabric.gpustack.ai";
+
+// One entry of status.allocation.devices.results[] whose driver is ours.
+struct AllocationResult {
+  std::string request;  // "req" or "req/subrequest" (prioritized list)
+  std::string driver;
+  std::string pool;
+  std::string device;  // the published (DNS label) device name
+  bool operator==(const AllocationResult&) const = default;
+};
+
+struct ClaimAllocation {
+  std::string claim_namespace;
+  std::string name;
+  std::string uid;
+  std::vector<AllocationResult> results;  // ours only, in the claim's order
+};
+
+// The source of allocations. The real one reads the API server (the lead wires
+// it on the API client); tests use FakeClaimAllocations.
+class ClaimAllocations {
+ public:
+  virtual ~ClaimAllocations() = default;
+  // Called on gRPC threads, possibly concurrently; may block on the network.
+  virtual absl::StatusOr<ClaimAllocation> Get(const std::string& claim_namespace,
+                                              const std::string& name, const std::string& uid) = 0;
+};
+
+// Parses a resource.k8s.io/v1 ResourceClaim (JSON as the API server returns
+// it) and keeps the results for `driver`. Errors, each naming the claim:
+//  - not JSON, not an object, a field of the wrong type, a name that is not
+//    printable UTF-8 or too long, more results than any API server allows
+//    (kInvalidArgument);
+//  - metadata.uid (or namespace/name) differs from what the kubelet asked
+//    for: the claim was deleted and re-created (kFailedPrecondition);
+//  - no status.allocation: not allocated (kFailedPrecondition);
+//  - a result of ours in a pool other than `node_pool` (our pool is named
+//    after the node): allocated for another node (kFailedPrecondition);
+//  - no result of ours at all (kFailedPrecondition).
+absl::StatusOr<ClaimAllocation> ParseClaimAllocation(
+    absl::string_view claim_json, const std::string& claim_namespace, const std::string& name,
+    const std::string& uid, absl::string_view driver, absl::string_view node_pool);
+
+// A ClaimAllocations for tests: answers what Set/SetError stored, counts calls.
+class FakeClaimAllocations final : public ClaimAllocations {
+ public:
+  void Set(ClaimAllocation allocation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto key = std::make_tuple(allocation.claim_namespace, allocation.name);
+    answers_[key] = std::move(allocation);
+    errors_.erase(key);
+  }
+  void SetError(const std::string& claim_namespace, const std::string& name, absl::Status error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    errors_[std::make_tuple(claim_namespace, name)] = std::move(error);
+  }
+  absl::StatusOr<ClaimAllocation> Get(const std::string& claim_namespace, const std::string& name,
+                                      const std::string& uid) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    auto key = std::make_tuple(claim_namespace, name);
+    if (auto e = errors_.find(key); e != errors_.end()) return e->second;
+    auto it = answers_.find(key);
+    if (it == answers_.end()) {
+      return absl::NotFoundError("resourceclaims \"" + name + "\" not found");
+    }
+    if (it->second.uid != uid) {
+      return absl::FailedPreconditionError("ResourceClaim " + claim_namespace + "/" + name +
+                                           " has UID " + it->second.uid + ", not " + uid);
+    }
+    return it->second;
+  }
+  int calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string>, ClaimAllocation> answers_;
+  std::map<std::tuple<std::string, std::string>, absl::Status> errors_;
+  int calls_ = 0;
+};
+
+}  // namespace fabric::dra
+
+#endif  // FABRIC_PLUGIN_DRA_CLAIM_ALLOCATION_H_
