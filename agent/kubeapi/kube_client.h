@@ -1,0 +1,121 @@
+// The Kubernetes API as the agent uses it: a few verbs on resource paths, JSON
+// in and out, every API error as an absl::Status (api_status.h maps them).
+// HttpKubeClient (http_kube_client.h) is the real one; tests may implement
+// this interface in-process.
+#ifndef FABRIC_AGENT_KUBEAPI_KUBE_CLIENT_H_
+#define FABRIC_AGENT_KUBEAPI_KUBE_CLIENT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace fabric::kubeapi {
+
+// A stop request that another thread can raise at any time. A blocking call
+// given one (a watch stream, a List, a backoff sleep) returns kCancelled soon
+// after Cancel(): a call that waits registers a waker that interrupts it.
+class Canceller {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // Sleeps up to `d`; false if cancelled (before or during the sleep).
+  bool SleepFor(absl::Duration d);
+  // Registers `wake` to be called by Cancel() while the returned guard lives
+  // (it runs at once if already cancelled). One waker at a time.
+  class WakerGuard {
+   public:
+    WakerGuard(Canceller* c, std::function<void()> wake);
+    ~WakerGuard();
+    WakerGuard(const WakerGuard&) = delete;
+    WakerGuard& operator=(const WakerGuard&) = delete;
+
+   private:
+    Canceller* c_;
+  };
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool cancelled_ = false;
+  std::function<void()> waker_;
+};
+
+struct ListOptions {
+  std::string label_selector;  // e.g. "app=fabric,tier!=x"
+  std::string field_selector;  // e.g. "spec.nodeName=node-a"
+  // Interrupts the call from another thread (kCancelled); may be null.
+  Canceller* cancel = nullptr;
+};
+
+struct ObjectList {
+  std::vector<nlohmann::json> items;
+  std::string resource_version;  // the list's metadata.resourceVersion
+};
+
+struct DeleteOptions {
+  // Preconditions: the server deletes only if the object still has them
+  // (409 -> kAborted otherwise).
+  std::optional<std::string> uid;
+  std::optional<std::string> resource_version;
+};
+
+struct WatchRequest {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // watch events after this one
+  bool allow_bookmarks = true;
+  // Asks the server to end the stream after this long (timeoutSeconds); the
+  // client also gives up some seconds after it, so a silent half-dead
+  // connection cannot hold a watch forever.
+  absl::Duration timeout = absl::Minutes(5);
+  size_t max_line_bytes = 16 << 20;
+};
+
+// One raw line of a watch stream (without its newline). Returning false ends
+// the stream early (the call then returns OK).
+using WatchLineHandler = std::function<bool(absl::string_view line)>;
+
+class KubeClient {
+ public:
+  virtual ~KubeClient() = default;
+
+  // `object_path` is e.g. /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME,
+  // `collection_path` e.g. /apis/resource.k8s.io/v1/resourceslices (build
+  // them with ObjectPath/CollectionPath from api_status.h).
+  virtual absl::StatusOr<nlohmann::json> Get(absl::string_view object_path) = 0;
+  virtual absl::StatusOr<ObjectList> List(absl::string_view collection_path,
+                                          const ListOptions& options) = 0;
+  // kAlreadyExists when the name is taken.
+  virtual absl::StatusOr<nlohmann::json> Create(absl::string_view collection_path,
+                                                const nlohmann::json& object) = 0;
+  // PUT; `object` must carry metadata.resourceVersion (the version it was
+  // read at): a stale one is kAborted (409 Conflict), nothing is overwritten.
+  virtual absl::StatusOr<nlohmann::json> Update(absl::string_view object_path,
+                                                const nlohmann::json& object) = 0;
+  virtual absl::Status Delete(absl::string_view object_path, const DeleteOptions& options) = 0;
+  // Server-side apply (create or update) as `field_manager`, forcing
+  // ownership conflicts when `force`.
+  virtual absl::StatusOr<nlohmann::json> Apply(absl::string_view object_path,
+                                               const nlohmann::json& object,
+                                               absl::string_view field_manager,
+                                               bool force = true) = 0;
+  // Opens ?watch=1 on `collection_path` and hands each line to `on_line`
+  // until the server ends the stream (OK), an error, or `cancel` (kCancelled).
+  // An error before the stream starts (e.g. 410) is the mapped API status.
+  virtual absl::Status StreamWatch(absl::string_view collection_path, const WatchRequest& request,
+                                   const WatchLineHandler& on_line, Canceller* cancel) = 0;
+};
+
+}  // namespace fabric::kubeapi
+
+#endif  // FABRIC_AGENT_KUBEAPI_KUBE_CLIENT_H_
