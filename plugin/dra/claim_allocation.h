@@ -14,10 +14,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/dra/driver_name.h"
 
 namespace fabric::dra {
 
-inline constexpr char kDriverName[] = "fabric.gpustack.ai";
+// kDriverName: agent/dra/driver_name.h
 
 // One entry of status.allocation.devices.results[] whose driver is ours.
 struct AllocationResult {

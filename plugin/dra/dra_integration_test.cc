@@ -1,8 +1,14 @@
 // DraServer with the plugin and health services, against the kubelet
 // simulator's DRA driver side, over real unix sockets in a temp kubelet root.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 
 #include "agent/base/file_util.h"
 #include "gmock/gmock.h"
@@ -205,6 +211,131 @@ TEST_F(DraIntegrationTest, StaleSocketsAreReplacedAtStart) {
   ASSERT_OK(kubelet.Start());
   ASSERT_TRUE(Registered(kubelet, 1, *agent));
   ASSERT_OK(kubelet.PrepareResources(kDriverName, {{"team-a", "pair", "uid-pair"}}).status());
+}
+
+// A plugin that offers only v1beta1 is called on v1beta1; one that offers no
+// service the kubelet speaks is refused, and told why.
+TEST_F(DraIntegrationTest, KubeletFallsBackToV1beta1AndRefusesUnknownServices) {
+  DraPluginService plugin(DraPluginOptions{kDriverName, kNode, state_}, &allocations_, &preparer_);
+  ASSERT_OK(MkdirAll(root_ + "/plugins_registry"));
+  const std::string endpoint = dir_.path() + "/beta.sock";
+  grpc::ServerBuilder plugin_builder;
+  plugin_builder.AddListeningPort("unix:" + endpoint, grpc::InsecureServerCredentials());
+  plugin_builder.RegisterService(plugin.v1beta1_service());  // no v1
+  auto plugin_server = plugin_builder.BuildAndStart();
+  ASSERT_NE(plugin_server, nullptr);
+
+  std::mutex mu;
+  std::vector<std::pair<bool, std::string>> notified;
+  auto record = [&](bool ok, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu);
+    notified.emplace_back(ok, error);
+  };
+  DraRegistrationService beta(kDriverName, endpoint, record, {"v1beta1.DRAPlugin"});
+  DraRegistrationService future("future.example.com", endpoint, record, {"v9.DRAPlugin"});
+  grpc::ServerBuilder reg_builder;
+  reg_builder.AddListeningPort("unix:" + root_ + "/plugins_registry/beta-reg.sock",
+                               grpc::InsecureServerCredentials());
+  reg_builder.RegisterService(&beta);
+  auto reg_server = reg_builder.BuildAndStart();
+  grpc::ServerBuilder future_builder;
+  future_builder.AddListeningPort("unix:" + root_ + "/plugins_registry/future-reg.sock",
+                                  grpc::InsecureServerCredentials());
+  future_builder.RegisterService(&future);
+  auto future_server = future_builder.BuildAndStart();
+  ASSERT_NE(reg_server, nullptr);
+  ASSERT_NE(future_server, nullptr);
+
+  DraKubeletSim kubelet(root_, FastSim());
+  ASSERT_OK(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return kubelet.Drivers().count(kDriverName) && notified.size() >= 2;
+      },
+      kWait));
+  EXPECT_EQ(kubelet.Drivers().at(kDriverName), "v1beta1.DRAPlugin");
+  EXPECT_EQ(kubelet.Drivers().count("future.example.com"), 0u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    bool refused = false;
+    for (const auto& [ok, error] : notified) {
+      if (!ok) {
+        refused = true;
+        EXPECT_THAT(error, HasSubstr("none of services supported by the plugin "
+                                     "([\"v9.DRAPlugin\"]) are supported by the kubelet "
+                                     "([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])"));
+      }
+    }
+    EXPECT_TRUE(refused);
+  }
+  auto r = kubelet.PrepareResources(kDriverName, {{"team-a", "pair", "uid-pair"}});
+  ASSERT_OK(r.status());
+  EXPECT_THAT(r->at("uid-pair")[0].cdi_device_ids,
+              ElementsAre("fabric.gpustack.ai/device=uid-pair-rdmap79s0"));
+  ASSERT_OK(kubelet.UnprepareResources(kDriverName, {{"team-a", "pair", "uid-pair"}}));
+  EXPECT_FALSE(preparer_.IsPrepared("uid-pair"));
+  kubelet.Stop();
+  reg_server->Shutdown();
+  future_server->Shutdown();
+  plugin_server->Shutdown();
+}
+
+// The kubelet-sim binary's DRA mode against a running DraServer.
+TEST_F(DraIntegrationTest, CliPreparesUnpreparesAndWatchesHealth) {
+  const char* bin_dir = std::getenv("FABRIC_BINARY_DIR");
+  if (bin_dir == nullptr) GTEST_SKIP() << "FABRIC_BINARY_DIR unset";
+  auto agent = StartAgent();
+  agent->health.Publish({{"rdmap79s0", false, "port 1 DOWN"}, {"rdmap80s0", true, ""}});
+  const std::string binary = std::string(bin_dir) + "/tools/kubelet-sim/kubelet-sim";
+  const std::string out = dir_.path() + "/out.txt";
+  std::vector<std::string> args = {binary,
+                                   "--root",
+                                   root_,
+                                   "--mode",
+                                   "dra",
+                                   "--reconcile-period",
+                                   "50ms",
+                                   "--timeout",
+                                   "10s",
+                                   "--prepare",
+                                   "team-a/pair/uid-pair,team-z/ghost/uid-ghost",
+                                   "--watch-health",
+                                   "300ms"};
+  auto run = [&](const std::vector<std::string>& a) {
+    std::vector<char*> argv;
+    for (const auto& s : a) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) return -1;
+    posix_spawn_file_actions_destroy(&actions);
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  };
+  // A claim the API server does not know fails the whole call, as the kubelet does.
+  EXPECT_EQ(run(args), 3);
+  auto text = ReadFile(out);
+  ASSERT_OK(text.status());
+  EXPECT_THAT(*text, HasSubstr("type=DRAPlugin name=fabric.gpustack.ai"));
+  EXPECT_THAT(*text, HasSubstr("service=v1.DRAPlugin  OK"));
+  EXPECT_THAT(*text, HasSubstr("FailedPrepareDynamicResources: Failed to prepare dynamic "
+                               "resources: prepare dynamic resources: NodePrepareResources failed "
+                               "for claim team-z/ghost"));
+  EXPECT_THAT(*text, ::testing::ContainsRegex("node-1/rdmap79s0 +Unhealthy +port 1 DOWN"));
+
+  args[10] = "team-a/pair/uid-pair";
+  args.insert(args.end(), {"--unprepare", "team-a/pair/uid-pair"});
+  EXPECT_EQ(run(args), 0);
+  text = ReadFile(out);
+  ASSERT_OK(text.status());
+  EXPECT_THAT(*text, HasSubstr("node-1/rdmap80s0 requests [efa] -> CDI "
+                               "[fabric.gpustack.ai/device=uid-pair-rdmap80s0]"));
+  EXPECT_THAT(*text, HasSubstr("claim team-a/pair (uid uid-pair): unprepared"));
+  EXPECT_FALSE(preparer_.IsPrepared("uid-pair"));
 }
 
 }  // namespace

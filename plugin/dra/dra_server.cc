@@ -42,7 +42,7 @@ grpc::Status DraRegistrationService::GetInfo(grpc::ServerContext*,
   info->set_type(kPluginType);
   info->set_name(driver_);
   info->set_endpoint(endpoint_);
-  for (const std::string& v : SupportedServices()) info->add_supported_versions(v);
+  for (const std::string& v : versions_) info->add_supported_versions(v);
   return grpc::Status::OK;
 }
 

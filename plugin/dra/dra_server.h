@@ -47,10 +47,13 @@ inline const std::vector<std::string>& SupportedServices() {
 class DraRegistrationService final : public pluginregistration::Registration::Service {
  public:
   using StatusCallback = std::function<void(bool registered, const std::string& error)>;
-  DraRegistrationService(std::string driver, std::string endpoint, StatusCallback on_status)
+  // `versions`: what GetInfo offers (tests offer less than SupportedServices()).
+  DraRegistrationService(std::string driver, std::string endpoint, StatusCallback on_status,
+                         std::vector<std::string> versions = SupportedServices())
       : driver_(std::move(driver)),
         endpoint_(std::move(endpoint)),
-        on_status_(std::move(on_status)) {}
+        on_status_(std::move(on_status)),
+        versions_(std::move(versions)) {}
   grpc::Status GetInfo(grpc::ServerContext* ctx, const pluginregistration::InfoRequest* request,
                        pluginregistration::PluginInfo* info) override;
   grpc::Status NotifyRegistrationStatus(grpc::ServerContext* ctx,
@@ -61,6 +64,7 @@ class DraRegistrationService final : public pluginregistration::Registration::Se
   const std::string driver_;
   const std::string endpoint_;
   const StatusCallback on_status_;
+  const std::vector<std::string> versions_;
 };
 
 struct DraServerOptions {
