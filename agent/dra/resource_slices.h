@@ -19,12 +19,13 @@
 #include <vector>
 
 #include "agent/dra/dra_names.h"
+#include "agent/dra/driver_name.h"
 #include "agent/pools/pool_snapshot.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric::dra {
 
-inline constexpr char kDriverName[] = "fabric.gpustack.ai";
+// kDriverName: agent/dra/driver_name.h
 inline constexpr char kResourceApiVersion[] = "resource.k8s.io/v1";
 // The v1 limit on spec.devices.
 inline constexpr size_t kMaxDevicesPerSlice = 128;
