@@ -130,8 +130,12 @@ class FakeApiServer {
   // The control API (no auth): method, path -> (code, body).
   std::pair<long, json> Control(const std::string& method, const std::string& path,
                                 const json& body = nullptr) {
+    return ControlRaw(method, path, body.is_null() ? "" : body.dump());
+  }
+  std::pair<long, json> ControlRaw(const std::string& method, const std::string& path,
+                                   const std::string& payload) {
     CURL* c = curl_easy_init();
-    std::string out, payload = body.is_null() ? "" : body.dump();
+    std::string out;
     const std::string url = this->url() + path;
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_CAINFO, (dir_ + "/server.crt").c_str());
@@ -417,11 +421,21 @@ TEST_F(KubeApiFakeServerTest, WatchResumesAfterTheServerEndsTheStream) {
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-0"); }));
   const std::string rv_after_a = w.resource_version();
 
+  // Ends the open watch (retrying until the reconnected one is registered).
+  auto close_watch = [&](const std::string& query) {
+    for (int i = 0; i < 400; ++i) {
+      auto [code, body] = server_->Control("POST", "/fake/close-watches" + query);
+      ASSERT_EQ(code, 200);
+      if (body["closed"] == 1) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    FAIL() << "no watch to close";
+  };
   // A clean end (as at timeoutSeconds), then an abrupt one (a crash).
-  EXPECT_EQ(server_->Control("POST", "/fake/close-watches").first, 200);
+  close_watch("");
   ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-1", "node-a")));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-1"); }));
-  EXPECT_EQ(server_->Control("POST", "/fake/close-watches?abrupt=1").first, 200);
+  close_watch("?abrupt=1");
   ASSERT_OK(node_a_->Delete(SlicePath("node-a-fabric-0"), {}));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return !r.Has("node-a-fabric-0"); }));
   w.Stop();
@@ -508,6 +522,54 @@ TEST_F(KubeApiFakeServerTest, BacksOffWhileTheServerIsDownThenRelists) {
   sleeper.Cancel();
   t.join();
   EXPECT_GE(w.lists(), 2u);
+}
+
+TEST_F(KubeApiFakeServerTest, HostileWatchStreamRelistsWithANamedError) {
+  Recorder rec;
+  Watch w(node_a_.get(), FastWatch(), &rec);
+  std::thread t([&] { EXPECT_OK(w.Run()); });
+  ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.lists_ == 1; }));
+  int last_watcher = 0;
+  auto inject = [&](const std::string& path, const std::string& raw, int lists_after) {
+    // Into the stream opened after the last one only (the server may not yet
+    // have noticed that the client left the previous one).
+    for (int i = 0; i < 400; ++i) {
+      auto [code, body] =
+          server_->ControlRaw("POST",
+                              path + (path.find('?') == std::string::npos ? "?" : "&") +
+                                  "after=" + std::to_string(last_watcher),
+                              raw);
+      ASSERT_EQ(code, 200);
+      if (!body["watchers"].empty()) {
+        last_watcher = body["watchers"].back();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_TRUE(rec.WaitFor([&](Recorder& r) { return r.lists_ == lists_after; })) << path;
+  };
+  inject("/fake/watch-raw", "this is not json\n", 2);
+  inject("/fake/watch-raw",
+         "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"\xff\xfe\",\"resourceVersion\":"
+         "\"5\"}}}\n",
+         3);
+  inject("/fake/watch-raw", "{\"type\":\"EXPLODED\",\"object\":{}}\n", 4);
+  inject("/fake/watch-raw?repeat=" + std::to_string((16 << 20) + 10) + "&byte=x", "", 5);
+  // Still watching after all that.
+  ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-3", "node-a")));
+  ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-3"); }));
+  w.Stop();
+  t.join();
+  ASSERT_EQ(rec.errors_.size(), 4u);
+  EXPECT_THAT(rec.errors_[0], StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(rec.errors_[0].message()), HasSubstr("not JSON"));
+  EXPECT_THAT(rec.errors_[1], StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(rec.errors_[1].message()), Not(HasSubstr("\xff")));
+  EXPECT_THAT(std::string(rec.errors_[2].message()), HasSubstr("unknown event type"));
+  EXPECT_THAT(rec.errors_[3], StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(std::string(rec.errors_[3].message()), HasSubstr("longer than 16777216 bytes"));
+  for (const auto& e : rec.errors_)
+    EXPECT_THAT(std::string(e.message()), HasSubstr("watch resourceslices"));
 }
 
 TEST_F(KubeApiFakeServerTest, StopEndsABlockedStreamPromptly) {

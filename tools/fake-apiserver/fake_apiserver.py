@@ -15,6 +15,7 @@ what it does not emulate, and the control API under /fake/.
 import argparse
 import copy
 import datetime
+import itertools
 import json
 import os
 import queue
@@ -305,6 +306,8 @@ def validate(kind, resource, obj, old):
 # ---- the store ---------------------------------------------------------------
 
 class Watcher:
+    ids = itertools.count(1)
+
     def __init__(self, resource, namespace, label_match, field_match):
         self.resource = resource
         self.namespace = namespace
@@ -312,6 +315,7 @@ class Watcher:
         self.field_match = field_match
         self.events = queue.Queue()
         self.closed = None  # None, "clean" or "abrupt"
+        self.id = next(Watcher.ids)
 
     def matches(self, obj):
         md = obj.get("metadata", {})
@@ -761,7 +765,7 @@ class Handler(BaseHTTPRequestHandler):
                            "accepted media types include: application/apply-patch+yaml (fake: no other patch types)")
         manager = query.get("fieldManager", [""])[0]
         if not manager:
-            raise bad_request("PATCH %s: fieldManager is required for apply requests" % self.path.split("?")[0])
+            raise bad_request("fieldManager is required for apply requests")
         force = query.get("force", ["false"])[0] == "true"
         body = self.read_body()
         try:
@@ -778,6 +782,8 @@ class Handler(BaseHTTPRequestHandler):
             if old is None:
                 if sub:
                     raise not_found(resource, name)
+                # An apply that creates needs create as well as patch.
+                authorize(user, "create", resource, None, namespace, name)
                 kind = RESOURCES[resource][0]
                 validate(kind, resource, new, None)
                 if resource == "resourceslices":
@@ -936,6 +942,9 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 try:
                     etype, obj = w.events.get(timeout=min(0.05, max(0.0, deadline - now)))
+                    if etype == "RAW":  # /fake/watch-raw: bytes as they are
+                        chunk(obj)
+                        continue
                     event(etype, with_type(resource, obj))
                     last_rv = int(obj["metadata"]["resourceVersion"])
                 except queue.Empty:
@@ -1015,7 +1024,22 @@ class Handler(BaseHTTPRequestHandler):
                 n = len(store.watchers)
                 for w in store.watchers:
                     w.closed = mode
+                store.watchers = []  # no event after this reaches them
             return self.send_json(200, {"closed": n})
+        if path == "/fake/watch-raw" and self.command == "POST":
+            # Hostile-stream tests: the body (or `repeat` copies of `byte`)
+            # goes to every open watch as is, framing included.
+            raw = self.read_body()
+            if "repeat" in query:
+                raw = query.get("byte", ["x"])[0].encode()[:1] * int(query["repeat"][0])
+                if query.get("newline", ["1"])[0] == "1":
+                    raw += b"\n"
+            after = int(query.get("after", ["0"])[0])  # only watches opened after that id
+            with store.lock:
+                hit = [w for w in store.watchers if w.id > after]
+                for w in hit:
+                    w.events.put(("RAW", raw))
+                return self.send_json(200, {"watchers": [w.id for w in hit]})
         if path == "/fake/compact" and self.command == "POST":
             store.compact()
             return self.send_json(200, {"oldestServable": str(store.oldest_servable_rv)})

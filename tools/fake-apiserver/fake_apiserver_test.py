@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Wire details of fake_apiserver.py that the C++ client tests do not reach:
+claims and their status subresource, finalizers, generateName, selectors on
+watches, bookmarks, apply conflicts. Plain HTTP (the TLS side is covered by
+agent/kubeapi's tests). Usage: fake_apiserver_test.py [path/to/fake_apiserver.py]
+"""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+FAKE = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "fake_apiserver.py")
+V1 = "/apis/resource.k8s.io/v1"
+
+
+class FakeApiServerTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        tokens = os.path.join(self.dir.name, "tokens.json")
+        with open(tokens, "w") as f:
+            json.dump({"tokens": {"admin": {"user": "admin", "role": "admin"},
+                                  "node-a": {"user": "system:serviceaccount:fabric:dra", "nodeName": "node-a"}}}, f)
+        port_file = os.path.join(self.dir.name, "port")
+        self.proc = subprocess.Popen([sys.executable, FAKE, "--port-file", port_file, "--tokens", tokens,
+                                      "--bookmark-interval", "0.2", "--history", "5"])
+        for _ in range(400):
+            if os.path.exists(port_file):
+                break
+            time.sleep(0.05)
+        with open(port_file) as f:
+            self.port = int(f.read())
+
+    def tearDown(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.dir.cleanup()
+
+    def call(self, method, path, body=None, token="admin", ctype="application/json"):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        headers = {"Authorization": "Bearer " + token}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = ctype
+        c.request(method, path, body=data, headers=headers)
+        r = c.getresponse()
+        out = json.loads(r.read() or b"null")
+        c.close()
+        return r.status, out
+
+    def watch(self, path, seconds, token="admin"):
+        """Events of a watch that the server ends after `seconds`."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=seconds + 10)
+        sep = "&" if "?" in path else "?"
+        c.request("GET", "%s%swatch=1&timeoutSeconds=%d" % (path, sep, seconds),
+                  headers={"Authorization": "Bearer " + token})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.getheader("Transfer-Encoding"), "chunked")
+        events = [json.loads(line) for line in r.read().splitlines() if line.strip()]
+        c.close()
+        return events
+
+    def claim(self, name, finalizers=None):
+        c = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": name, "namespace": "ns"},
+             "spec": {"devices": {"requests": [{"name": "efa", "exactly": {"deviceClassName": "efa.fabric"}}]}}}
+        if finalizers:
+            c["metadata"]["finalizers"] = finalizers
+        return c
+
+    def test_claim_status_is_a_subresource(self):
+        code, created = self.call("POST", V1 + "/namespaces/ns/resourceclaims",
+                                  dict(self.claim("c1"), status={"allocation": {}}))
+        self.assertEqual(code, 201)
+        self.assertNotIn("status", created)  # dropped on create
+        created["status"] = {"allocation": {"devices": {"results": []}}}
+        code, updated = self.call("PUT", V1 + "/namespaces/ns/resourceclaims/c1", created)
+        self.assertEqual(code, 200)
+        self.assertNotIn("status", updated)  # ignored by the main resource
+        code, updated = self.call("PUT", V1 + "/namespaces/ns/resourceclaims/c1/status", created)
+        self.assertEqual(code, 200)
+        self.assertIn("allocation", updated["status"])
+        self.assertEqual(updated["metadata"]["generation"], 1)  # status does not bump generation
+        code, denied = self.call("PUT", V1 + "/namespaces/ns/resourceclaims/c1/status", updated, token="node-a")
+        self.assertEqual(code, 403)
+        self.assertIn('cannot update resource "resourceclaims/status"', denied["message"])
+        code, listed = self.call("GET", V1 + "/resourceclaims?fieldSelector=metadata.namespace%3Dns", token="node-a")
+        self.assertEqual((code, len(listed["items"])), (200, 1))
+
+    def test_finalizers_delay_deletion(self):
+        self.call("POST", V1 + "/namespaces/ns/resourceclaims", self.claim("c2", ["example.com/x"]))
+        code, deleting = self.call("DELETE", V1 + "/namespaces/ns/resourceclaims/c2")
+        self.assertEqual(code, 200)
+        self.assertIn("deletionTimestamp", deleting["metadata"])
+        code, _ = self.call("GET", V1 + "/namespaces/ns/resourceclaims/c2")
+        self.assertEqual(code, 200)
+        deleting["metadata"]["finalizers"] = []
+        code, _ = self.call("PUT", V1 + "/namespaces/ns/resourceclaims/c2", deleting)
+        self.assertEqual(code, 200)
+        code, gone = self.call("GET", V1 + "/namespaces/ns/resourceclaims/c2")
+        self.assertEqual((code, gone["reason"]), (404, "NotFound"))
+
+    def slice(self, node, name=None, labels=None):
+        md = {"generateName": node + "-"} if name is None else {"name": name}
+        if labels:
+            md["labels"] = labels
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": md,
+                "spec": {"driver": "fabric.gpustack.ai", "nodeName": node,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "efa-0", "attributes": {"kind": {"string": "efa"}}}]}}
+
+    def test_generate_name_validation_and_immutability(self):
+        code, s = self.call("POST", V1 + "/resourceslices", self.slice("node-a"))
+        self.assertEqual(code, 201)
+        self.assertTrue(s["metadata"]["name"].startswith("node-a-"))
+        self.assertEqual(len(s["metadata"]["name"]), len("node-a-") + 5)
+        s["spec"]["driver"] = "other.example.com"
+        code, err = self.call("PUT", V1 + "/resourceslices/" + s["metadata"]["name"], s)
+        self.assertEqual((code, err["reason"]), (422, "Invalid"))
+        self.assertIn("spec.driver: Invalid value", err["message"])
+        bad = self.slice("node-a", "bad")
+        bad["spec"]["devices"].append({"name": "efa-0"})
+        del bad["spec"]["nodeName"]
+        code, err = self.call("POST", V1 + "/resourceslices", bad)
+        self.assertEqual(code, 422)
+        fields = {c["field"] for c in err["details"]["causes"]}
+        self.assertIn("spec", fields)  # no node selection
+        self.assertIn("spec.devices[1].name", fields)  # duplicate
+
+    def test_watch_follows_selectors_and_sends_bookmarks(self):
+        code, s = self.call("POST", V1 + "/resourceslices", self.slice("node-a", "s1", {"tier": "a"}))
+        rv = s["metadata"]["resourceVersion"]
+        s["metadata"]["labels"] = {"tier": "b"}
+        self.call("PUT", V1 + "/resourceslices/s1", s)
+        events = self.watch(V1 + "/resourceslices?labelSelector=tier%3Da&allowWatchBookmarks=true&resourceVersion="
+                            + rv, 1)
+        types = [e["type"] for e in events]
+        self.assertEqual(types[0], "DELETED")  # it left the selector
+        self.assertIn("BOOKMARK", types)
+        bookmark = [e for e in events if e["type"] == "BOOKMARK"][-1]["object"]
+        self.assertEqual(set(bookmark), {"kind", "apiVersion", "metadata"})
+        self.assertGreater(int(bookmark["metadata"]["resourceVersion"]), int(rv))
+        # Without allowWatchBookmarks: none.
+        self.assertNotIn("BOOKMARK", [e["type"] for e in self.watch(V1 + "/resourceslices", 1)])
+
+    def test_watch_too_old_is_an_error_event(self):
+        code, s = self.call("POST", V1 + "/resourceslices", self.slice("node-a", "s2"))
+        first = s["metadata"]["resourceVersion"]
+        for i in range(6):  # --history 5
+            s["spec"]["pool"]["generation"] = i + 2
+            code, s = self.call("PUT", V1 + "/resourceslices/s2", s)
+            self.assertEqual(code, 200)
+        events = self.watch(V1 + "/resourceslices?resourceVersion=" + first, 5)
+        self.assertEqual(len(events), 1)
+        self.assertEqual(events[0]["type"], "ERROR")
+        self.assertEqual((events[0]["object"]["code"], events[0]["object"]["reason"]), (410, "Expired"))
+
+    def test_apply_conflicts_without_force(self):
+        apply = "application/apply-patch+yaml"
+        code, _ = self.call("PATCH", V1 + "/resourceslices/s3?fieldManager=a", self.slice("node-a", "s3"), ctype=apply)
+        self.assertEqual(code, 201)
+        other = self.slice("node-a", "s3")
+        other["spec"]["pool"]["generation"] = 9
+        code, err = self.call("PATCH", V1 + "/resourceslices/s3?fieldManager=b", other, ctype=apply)
+        self.assertEqual((code, err["reason"]), (409, "Conflict"))
+        self.assertIn('conflict with "a"', err["message"])
+        code, ok = self.call("PATCH", V1 + "/resourceslices/s3?fieldManager=b&force=true", other, ctype=apply)
+        self.assertEqual((code, ok["spec"]["pool"]["generation"]), (200, 9))
+        code, err = self.call("PATCH", V1 + "/resourceslices/s3", other, ctype=apply)
+        self.assertEqual((code, err["message"]), (400, "fieldManager is required for apply requests"))
+        code, err = self.call("PATCH", V1 + "/resourceslices/s3", other, ctype="application/merge-patch+json")
+        self.assertEqual(code, 415)
+
+    def test_unknown_paths_and_bad_bodies_answer_status(self):
+        for method, path, body in (("GET", "/apis/resource.k8s.io/v1/pods", None),
+                                   ("GET", "/api/v1/nodes", None),
+                                   ("POST", V1 + "/resourceslices", ["not", "an", "object"])):
+            code, st = self.call(method, path, body)
+            self.assertGreaterEqual(code, 400)
+            self.assertEqual(st["kind"], "Status")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("POST", V1 + "/resourceslices", body=b"\xff\xfe{", headers={"Authorization": "Bearer admin"})
+        r = c.getresponse()
+        self.assertEqual((r.status, json.loads(r.read())["reason"]), (400, "BadRequest"))
+        c.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
