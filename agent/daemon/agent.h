@@ -94,6 +94,8 @@ struct AgentOptions {
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;
+  // Which front this is ("device-plugin", "dra"): the serving lock's note.
+  std::string front_name = "device-plugin";
   // The front that serves the pools; unset: the device-plugin front. Called
   // once, in the constructor.
   std::function<std::unique_ptr<KubeletFront>(const FrontContext&)> make_front;

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
+#include "agent/daemon/serving_lock.h"
 
 namespace fabric {
 namespace {
