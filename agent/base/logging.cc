@@ -11,9 +11,9 @@
 namespace fabric {
 namespace {
 
-constexpr std::array<std::string_view, 12> kNames = {
-    "agent",   "discovery",    "config", "plugin", "registration", "health",
-    "metrics", "podresources", "cdi",    "cni",    "sim",          "tool"};
+constexpr std::array<std::string_view, 13> kNames = {
+    "agent",        "discovery", "config", "plugin", "registration", "health", "metrics",
+    "podresources", "cdi",       "cni",    "sim",    "tool",         "dra"};
 
 struct LogState {
   std::mutex mu;

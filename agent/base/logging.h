@@ -37,6 +37,7 @@ enum class Component {
   kCni,
   kSim,
   kTool,
+  kDra,
 };
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };

@@ -161,7 +161,75 @@ std::string NodeJson(const StatusInput& in) {
       {"last_list_error", kv.last_list_error},
       {"kubelet_restarts", kv.kubelet_restarts}};
   out["warnings"] = node.inventory.warnings;
+  if (in.dra) {
+    const DraStatus& d = *in.dra;
+    out["dra"] = {{"driver", d.driver},
+                  {"pool", d.pool},
+                  {"registered", d.registered},
+                  {"slices",
+                   {{"synced", d.slices_synced},
+                    {"count", d.slices},
+                    {"devices", d.devices},
+                    {"generation", d.generation},
+                    {"sync_failures", d.slice_sync_failures},
+                    {"last_error", d.slice_error}}},
+                  {"claims",
+                   {{"listed", d.claims_listed},
+                    {"allocated", d.claims},
+                    {"rejected", d.claims_rejected},
+                    {"prepared", d.prepared_claims}}},
+                  {"prepare",
+                   {{"calls", d.prepare_calls},
+                    {"errors", d.prepare_errors},
+                    {"unprepare_calls", d.unprepare_calls},
+                    {"unprepare_errors", d.unprepare_errors}}},
+                  {"checkpoint_error", d.checkpoint_error}};
+  }
   return DumpJson(out, 2) + "\n";
+}
+
+std::string DraMetricsText(const StatusInput& in) {
+  if (!in.dra) return "";
+  const DraStatus& d = *in.dra;
+  std::string out;
+  auto gauge = [&out](const char* name, const char* help, const char* type, double v) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+                    v, "\n");
+  };
+  gauge("fabric_dra_registered", "1 while the kubelet has registered the DRA driver.", "gauge",
+        d.registered ? 1 : 0);
+  gauge("fabric_dra_slices_synced", "1 while the ResourceSlices match the pools.", "gauge",
+        d.slices_synced ? 1 : 0);
+  gauge("fabric_dra_slices_published", "ResourceSlices this node publishes.", "gauge",
+        static_cast<double>(d.slices));
+  gauge("fabric_dra_devices_published", "DRA devices in this node's ResourceSlices.", "gauge",
+        static_cast<double>(d.devices));
+  gauge("fabric_dra_slice_sync_failures_total", "ResourceSlice syncs that failed.", "counter",
+        static_cast<double>(d.slice_sync_failures));
+  gauge("fabric_dra_claims_allocated", "Allocated ResourceClaims naming a device of this node.",
+        "gauge", static_cast<double>(d.claims));
+  gauge("fabric_dra_claims_prepared", "Claims prepared on this node (the checkpoint).", "gauge",
+        static_cast<double>(d.prepared_claims));
+  gauge("fabric_dra_prepare_calls_total", "NodePrepareResources calls.", "counter",
+        static_cast<double>(d.prepare_calls));
+  gauge("fabric_dra_prepare_errors_total", "Claims NodePrepareResources answered with an error.",
+        "counter", static_cast<double>(d.prepare_errors));
+  gauge("fabric_dra_unprepare_calls_total", "NodeUnprepareResources calls.", "counter",
+        static_cast<double>(d.unprepare_calls));
+  gauge("fabric_dra_unprepare_errors_total",
+        "Claims NodeUnprepareResources answered with an error.", "counter",
+        static_cast<double>(d.unprepare_errors));
+  // Buckets up to 1 s as Allocate's; a prepare that reads the API server can
+  // take longer, which +Inf shows.
+  const char* h = "fabric_dra_prepare_duration_seconds";
+  absl::StrAppend(&out, "# HELP ", h, " NodePrepareResources latency.\n# TYPE ", h, " histogram\n");
+  for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
+    absl::StrAppend(&out, h, "_bucket{le=\"", LatencyHistogram::kBounds[i], "\"} ",
+                    d.prepare_latency.cumulative[i], "\n");
+  }
+  absl::StrAppend(&out, h, "_bucket{le=\"+Inf\"} ", d.prepare_latency.count, "\n", h, "_sum ",
+                  d.prepare_latency.sum, "\n", h, "_count ", d.prepare_latency.count, "\n");
+  return out;
 }
 
 }  // namespace fabric::status

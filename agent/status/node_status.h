@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/base/latency_histogram.h"
 #include "agent/holds/holds_watcher.h"
 #include "agent/metrics/metrics.h"
 #include "agent/pools/pool_registry.h"
@@ -26,6 +28,29 @@ struct Registration {
   std::string last_error;
 };
 
+// DRA mode (fabric-dra): what it publishes, watches and prepared.
+struct DraStatus {
+  std::string driver;
+  std::string pool;  // the node name
+  bool registered = false;
+  bool slices_synced = false;
+  size_t slices = 0;
+  size_t devices = 0;
+  int64_t generation = 0;
+  uint64_t slice_sync_failures = 0;
+  std::string slice_error;
+  bool claims_listed = false;
+  size_t claims = 0;  // allocated claims with a device of ours
+  uint64_t claims_rejected = 0;
+  uint64_t prepared_claims = 0;
+  uint64_t prepare_calls = 0;
+  uint64_t prepare_errors = 0;
+  uint64_t unprepare_calls = 0;
+  uint64_t unprepare_errors = 0;
+  LatencyHistogram::Snapshot prepare_latency;
+  std::string checkpoint_error;
+};
+
 struct StatusInput {
   std::string version;
   PoolRegistry::View pools;
@@ -33,7 +58,11 @@ struct StatusInput {
   uint64_t kubelet_restarts = 0;
   uint64_t podresources_errors = 0;
   holds::HoldsStatus kubelet_view;
+  std::optional<DraStatus> dra;  // set by the DRA front only
 };
+
+// The fabric_dra_* series (empty without DRA).
+std::string DraMetricsText(const StatusInput& in);
 
 // The input of RenderMetrics (agent/metrics).
 MetricsInput BuildMetricsInput(const StatusInput& in);
