@@ -34,7 +34,9 @@ while [ "$i" -lt "$n" ]; do
       case $name in
         # libfabric's archive holds every provider and needs each provider's own
         # libraries (psm2, verbs, ...): only its shared object loads them on demand.
-        libfabric | libibverbs | librdmacm) keep=1 ;;
+        # libcurl (fabric-dra only) likewise: its archive needs OpenSSL, nghttp2,
+        # GSSAPI, LDAP...; its shared object brings its own.
+        libfabric | libibverbs | librdmacm | libcurl) keep=1 ;;
         *) keep=0 ;;
       esac
       if [ "$keep" = 0 ] && [ -f "$dir/$name.a" ]; then

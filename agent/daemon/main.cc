@@ -1,4 +1,8 @@
 // fabric-agent: serves the node's EFA/RDMA devices to the kubelet.
+// Built twice: fabric-agent (the device-plugin API) and, with FABRIC_DRA,
+// fabric-dra (Dynamic Resource Allocation: ResourceSlices and the DRA kubelet
+// plugin). Same flags, same modules; only the KubeletFront differs, so the
+// device-plugin binary does not carry the API client (libcurl).
 #include <malloc.h>
 #include <signal.h>
 
@@ -16,6 +20,11 @@
 #include "agent/base/memlock_limit.h"
 #include "agent/daemon/agent_runner.h"
 #include "agent/doctor/doctor.h"
+#ifdef FABRIC_DRA
+#include "agent/dra_front/dra_front.h"
+#include "agent/kubeapi/http_kube_client.h"
+#include "agent/kubeapi/kube_config.h"
+#endif
 
 ABSL_FLAG(std::string, config, "",
           "Pool configuration file (YAML or JSON); empty: built-in defaults");
@@ -75,6 +84,20 @@ ABSL_FLAG(std::vector<std::string>, runtime_state_dir, {},
           "cri-o=/run/containers/storage/overlay-containers");
 ABSL_FLAG(std::string, nfd_features_file, "",
           "Write Node Feature Discovery labels to this file (features.d); empty: off");
+
+#ifdef FABRIC_DRA
+ABSL_FLAG(std::string, node_name, "",
+          "This node's name (the DRA pool and the ResourceSlices' spec.nodeName); empty: "
+          "$NODE_NAME");
+ABSL_FLAG(std::string, kube_api_server, "",
+          "API server URL (https://HOST:PORT); empty: in-cluster (KUBERNETES_SERVICE_HOST/PORT, "
+          "the ServiceAccount token and CA)");
+ABSL_FLAG(std::string, kube_token_file, "", "Bearer token file (with --kube-api-server)");
+ABSL_FLAG(std::string, kube_ca_file, "", "CA bundle of the API server (with --kube-api-server)");
+ABSL_FLAG(bool, dra_taint_unhealthy, false,
+          "Also taint unhealthy devices in the ResourceSlices (NoSchedule; needs the "
+          "DRADeviceTaints feature gate)");
+#endif
 
 int main(int argc, char** argv) {
   // One malloc arena, set before any thread exists. glibc gives each thread
@@ -169,5 +192,51 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_registration).c_str());
     return 2;
   }
+#ifdef FABRIC_DRA
+  // Prepare answers CDI names: the specs are always written.
+  opts.write_cdi = !opts.paths.cdi_dir.empty();
+  opts.cdi_devices = true;
+  if (!opts.write_cdi) {
+    std::fprintf(stderr, "fabric-dra: --cdi-dir must not be empty: prepare answers CDI names\n");
+    return 2;
+  }
+  std::string node = absl::GetFlag(FLAGS_node_name);
+  if (node.empty() && std::getenv("NODE_NAME") != nullptr) node = std::getenv("NODE_NAME");
+  if (node.empty()) {
+    std::fprintf(stderr, "fabric-dra: --node-name (or $NODE_NAME) is required\n");
+    return 2;
+  }
+  absl::StatusOr<fabric::kubeapi::KubeConfig> kube =
+      absl::GetFlag(FLAGS_kube_api_server).empty()
+          ? fabric::kubeapi::InClusterConfig({.env = fabric::kubeapi::ProcessKubeEnv()})
+          : fabric::kubeapi::ExplicitConfig(absl::GetFlag(FLAGS_kube_api_server),
+                                            absl::GetFlag(FLAGS_kube_token_file),
+                                            absl::GetFlag(FLAGS_kube_ca_file), false);
+  if (!kube.ok()) {
+    std::fprintf(stderr, "fabric-dra: %s\n", std::string(kube.status().message()).c_str());
+    return 2;
+  }
+  kube->user_agent = "fabric-dra";
+  absl::StatusOr<std::unique_ptr<fabric::kubeapi::HttpKubeClient>> client =
+      fabric::kubeapi::HttpKubeClient::Create(*kube);
+  if (!client.ok()) {
+    std::fprintf(stderr, "fabric-dra: %s\n", std::string(client.status().message()).c_str());
+    return 2;
+  }
+  fabric::dra::DraFrontOptions dra;
+  dra.node_name = node;
+  dra.kubelet_root = absl::GetFlag(FLAGS_kubelet_root);
+  dra.plugins_registry_dir = opts.paths.plugins_registry_dir;
+  dra.state_dir = opts.paths.state_dir;
+  dra.slices.taint_unhealthy = absl::GetFlag(FLAGS_dra_taint_unhealthy);
+  // std::function must be copyable: the client waits in a shared holder and
+  // moves into the front, which the agent makes once.
+  opts.front_name = "dra";
+  auto holder = std::make_shared<std::unique_ptr<fabric::kubeapi::KubeClient>>(std::move(*client));
+  opts.make_front = [dra, holder](const fabric::FrontContext& ctx) {
+    return std::unique_ptr<fabric::KubeletFront>(std::make_unique<fabric::dra::DraFront>(
+        dra, std::move(*holder), ctx.registry, ctx.side_files, ctx.readiness));
+  };
+#endif
   return fabric::RunAgent(opts);
 }

@@ -1,0 +1,81 @@
+// SlicePublisher: keeps the API server's ResourceSlices for this node equal to
+// what the pools publish (agent/dra builds them). Its own thread syncs on a
+// Poke (a pool changed) and every resync period: List our slices, diff,
+// create/update/delete. A conflict or failure is retried with backoff; the
+// last good slices stay published meanwhile (the API server keeps them).
+#ifndef FABRIC_AGENT_DRA_FRONT_SLICE_PUBLISHER_H_
+#define FABRIC_AGENT_DRA_FRONT_SLICE_PUBLISHER_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/dra/resource_slices.h"
+#include "agent/kubeapi/kube_client.h"
+#include "agent/pools/pool_snapshot.h"
+
+namespace fabric::dra {
+
+inline constexpr char kResourceSlicesPath[] = "/apis/resource.k8s.io/v1/resourceslices";
+
+struct SlicePublisherOptions {
+  std::string node_name;
+  std::string driver = kDriverName;
+  SliceOptions slices;
+  absl::Duration resync = absl::Minutes(1);
+  absl::Duration initial_backoff = absl::Milliseconds(500);
+  absl::Duration max_backoff = absl::Seconds(30);
+  // Runs on the publisher's thread before each sync it starts (the front
+  // re-sends health and holds there, outside the pools' locks).
+  std::function<void()> before_sync;
+};
+
+struct SlicePublisherStatus {
+  bool synced = false;    // the last sync succeeded
+  uint64_t syncs = 0;     // successful syncs
+  uint64_t failures = 0;  // failed syncs
+  uint64_t writes = 0;    // creates + updates + deletes sent
+  size_t slices = 0;      // published by the last good sync
+  size_t devices = 0;
+  int64_t generation = 0;
+  std::string last_error;
+};
+
+class SlicePublisher {
+ public:
+  using Pools = std::function<std::vector<std::shared_ptr<const PoolSnapshot>>()>;
+  SlicePublisher(SlicePublisherOptions options, kubeapi::KubeClient* client, Pools pools);
+  ~SlicePublisher();
+
+  // One sync now, on the caller's thread (start-up and tests).
+  absl::Status SyncNow();
+  void Start();
+  void Stop();
+  // Something changed: sync soon (never blocks; called under pool locks).
+  void Poke();
+  SlicePublisherStatus status() const;
+
+ private:
+  void Run();
+
+  const SlicePublisherOptions options_;
+  kubeapi::KubeClient* const client_;
+  const Pools pools_;
+  std::mutex sync_mu_;  // one sync at a time
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool poked_ = false;
+  bool stop_ = false;
+  SlicePublisherStatus status_;
+  std::thread thread_;
+};
+
+}  // namespace fabric::dra
+
+#endif  // FABRIC_AGENT_DRA_FRONT_SLICE_PUBLISHER_H_
