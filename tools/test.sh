@@ -3,7 +3,8 @@
 # builds, and runs the whole suite:
 #   1. style gate (clang-format),
 #   2. unit + integration tests (ctest), then the hostile black-box tests
-#      (test/hostile/run.sh, about 3 minutes),
+#      (test/hostile/run.sh, about 3 minutes) and fabric-dra end to end
+#      (test/dra/run.sh: the fake API server and kubelet-sim's DRA side),
 #   3. the same under ASan/UBSan, and the threaded parts under TSan; then
 #      every parser of outside bytes under libFuzzer (clang, ASan+UBSan,
 #      20 s per target, test/fuzz),
@@ -74,6 +75,9 @@ if configure "$OUT/main" -O2 && cmake --build "$OUT/main" -j"$JOBS"; then
   step "hostile: kubelet restarts, flapping sysfs, SIGHUP storm (real fabric-agent)"
   test/hostile/run.sh "$OUT/main" "$OUT/hostile"
   record $? "hostile"
+  step "DRA: fabric-dra against the API-server stand-in and kubelet-sim's DRA manager"
+  test/dra/run.sh "$OUT/main"
+  record $? "dra"
 else
   record 1 "build (main)"
 fi

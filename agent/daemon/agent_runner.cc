@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "absl/time/clock.h"
 #include "agent/base/file_util.h"
@@ -44,6 +45,27 @@ int RunAgent(const AgentOptions& options) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // One front per node (serving_lock.h): wait for the other one to go, as in a
+  // DaemonSet rollout that starts the new Pod before the old one has exited.
+  std::optional<ServingLock> lock;
+  for (bool logged = false;;) {
+    absl::StatusOr<ServingLock> got =
+        ServingLock::TryAcquire(options.paths.PluginsRegistryDir(), options.front_name);
+    if (got.ok()) {
+      lock.emplace(std::move(*got));
+      break;
+    }
+    if (!absl::IsUnavailable(got.status())) {
+      LogError(Component::kAgent, "cannot start: {}", got.status().message());
+      return 1;
+    }
+    if (!logged) LogWarn(Component::kAgent, "waiting: {}", got.status().message());
+    logged = true;
+    struct timespec wait = {1, 0};
+    const int sig = sigtimedwait(&set, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+  }
 
   Agent agent(options);
   if (absl::Status s = agent.Start(); !s.ok()) {
