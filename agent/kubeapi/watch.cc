@@ -77,7 +77,9 @@ Watch::StreamEnd Watch::StreamOnce() {
   req.label_selector = options_.label_selector;
   req.field_selector = options_.field_selector;
   req.resource_version = resource_version();
-  req.timeout = options_.stream_timeout;
+  // Somewhere in [timeout, 2 x timeout], as client-go does, so the watches
+  // of many agents started together do not all end and reconnect together.
+  req.timeout = options_.stream_timeout * (1.0 + std::clamp(options_.random(), 0.0, 1.0));
   req.max_line_bytes = options_.max_line_bytes;
   const std::string what = DescribeRequest("watch", options_.collection_path);
 

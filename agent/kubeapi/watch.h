@@ -27,7 +27,8 @@ struct WatchOptions {
   std::string field_selector;
   absl::Duration initial_backoff = absl::Seconds(1);
   absl::Duration max_backoff = absl::Seconds(30);
-  // Each stream asks the server to end after this (client-go picks 5-10 min).
+  // Each stream asks the server to end after this to twice this (jittered,
+  // as client-go's 5-10 min).
   absl::Duration stream_timeout = absl::Minutes(5);
   // A stream that ended sooner than this with no event counts as a failure
   // (backs off) instead of a normal end (resumes at once).
