@@ -450,8 +450,11 @@ TEST_F(KubeApiFakeServerTest, WatchResumesAfterTheServerEndsTheStream) {
   ASSERT_GE(watch_rvs.size(), 3u);
   EXPECT_GE(std::stoll(watch_rvs[1]), std::stoll(rv_after_a));
   for (const json& r : server_->Log()) {
-    if (r["query"].contains("watch"))
-      EXPECT_EQ(r["query"].value("allowWatchBookmarks", ""), "true");
+    if (!r["query"].contains("watch")) continue;
+    EXPECT_EQ(r["query"].value("allowWatchBookmarks", ""), "true");
+    const int timeout_s = std::stoi(r["query"].value("timeoutSeconds", "0"));
+    EXPECT_GE(timeout_s, 300);  // 5-10 min, jittered
+    EXPECT_LE(timeout_s, 600);
   }
 }
 
