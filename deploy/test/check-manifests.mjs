@@ -14,6 +14,8 @@ import yaml from 'js-yaml';
 import * as k8sCore from 'kubernetes-models/v1';
 import * as k8sApps from 'kubernetes-models/apps/v1';
 import * as k8sResource from 'kubernetes-models/resource.k8s.io/v1';
+import * as k8sRbac from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import * as k8sAdmission from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import * as promOp from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { validate as validateDockerfile } from 'dockerfile-utils';
 import { Chart, renderedObjects } from './lib/helm-lite.mjs';
@@ -164,6 +166,8 @@ const MODELS = {
   v1: k8sCore,
   'apps/v1': k8sApps,
   'resource.k8s.io/v1': k8sResource,
+  'rbac.authorization.k8s.io/v1': k8sRbac,
+  'admissionregistration.k8s.io/v1': k8sAdmission,
   'monitoring.coreos.com/v1': promOp,
 };
 
@@ -466,11 +470,13 @@ check('helm kubelet.rootDir == kustomize k0s / microk8s overlays', () => {
   compareSets(renders['helm MicroK8s: kubelet.rootDir'].map(normalizeHelm),
     renders['kustomize microk8s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm MicroK8s vs kustomize microk8s');
 });
-// kustomize does not know DeviceClass is cluster-scoped and gives it the
+// kustomize does not know DeviceClass (nor, here, the admission policy kinds)
+// is cluster-scoped and gives it the
 // overlay's namespace; the API server drops a namespace on a cluster-scoped
 // object (EnsureObjectNamespaceMatchesRequestNamespace), so compare without it.
+const CLUSTER_SCOPED_NEW_KINDS = new Set(['DeviceClass', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
 const clusterScoped = (o) => {
-  if (o.kind !== 'DeviceClass') return o;
+  if (!CLUSTER_SCOPED_NEW_KINDS.has(o.kind)) return o;
   const c = structuredClone(o);
   delete c.metadata.namespace;
   return c;
@@ -496,16 +502,18 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
   };
   const cni = /cni/.test(name);
   const observe = /observe/.test(name);
+  const draMode = /dra\.enabled|with-dra/.test(name);
 
   check(`${name}: every object passes the Kubernetes schema${realRendered[name] ? ' (real render)' : ''}`, () => {
     for (const o of objs()) validateObject(o);
   });
 
-  check(`${name}: DaemonSet is system-node-critical, tokenless, never surges`, () => {
+  check(`${name}: DaemonSet is system-node-critical, ${draMode ? 'token for DRA only' : 'tokenless'}, never surges`, () => {
     const ds = single(objs(), 'DaemonSet');
     const spec = podSpecOf(ds);
     assertEq(spec.priorityClassName, 'system-node-critical', 'priorityClassName');
-    assertEq(spec.automountServiceAccountToken, false, 'automountServiceAccountToken');
+    // Only DRA mode talks to the API server.
+    assertEq(spec.automountServiceAccountToken, draMode, 'automountServiceAccountToken');
     const sa = single(objs(), 'ServiceAccount');
     assertEq(sa.automountServiceAccountToken, false, 'ServiceAccount automountServiceAccountToken');
     assertEq(spec.serviceAccountName, sa.metadata.name, 'serviceAccountName');
@@ -536,6 +544,7 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     const allowed = new Set([...BASE_HOST_PATHS].map((p) => (p === '/opt/fabric/bin' ? hookDir : p)));
     [k.devicePlugins, k.registry, k.podResources].forEach((p) => allowed.add(p));
     if (cni) CNI_HOST_PATHS.forEach((p) => allowed.add(p));
+    if (draMode) ['/var/lib/kubelet/plugins', '/var/lib/fabric-agent'].forEach((p) => allowed.add(p));
     if (observe) Object.values(expectedObserve(name).dirs).forEach((p) => allowed.add(p));
     const hostVolumes = new Map(spec.volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
     for (const [vol, p] of hostVolumes) {
@@ -719,6 +728,31 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       assertEq(clauses[0], { driver: DRA_DRIVER }, `${c.metadata.name}: the driver is checked first`);
       assert(clauses.some((cl) => cl.attr === 'healthy' && cl.isTrue), `${c.metadata.name} does not require healthy`);
     }
+  });
+  check(`${name}: ${dra ? 'fabric-dra, least-privilege RBAC, slices of its own node only' : 'fabric-agent, no RBAC'}`, () => {
+    const agent = podSpecOf(single(objs(), 'DaemonSet')).containers.find((c) => c.name === 'agent');
+    const roles = byKind(objs(), 'ClusterRole');
+    if (!dra) {
+      assertEq(agent.command, undefined, 'agent command (the image runs fabric-agent)');
+      assertEq(roles.length + byKind(objs(), 'ClusterRoleBinding').length + byKind(objs(), 'ValidatingAdmissionPolicy').length, 0, 'RBAC objects');
+      return;
+    }
+    assertEq(agent.command, ['/usr/local/bin/fabric-dra'], 'agent command');
+    assertEq(roles.length, 1, 'ClusterRole count');
+    // Writes on ResourceSlices only; ResourceClaims read-only; nothing else.
+    const rules = roles[0].rules.map((r) => `${r.apiGroups.join(',')}/${r.resources.join(',')}:${[...r.verbs].sort().join(',')}`).sort();
+    assertEq(rules, ['resource.k8s.io/resourceclaims:get,list,watch',
+      'resource.k8s.io/resourceslices:create,delete,get,list,update,watch'], 'ClusterRole rules');
+    const sa = single(objs(), 'ServiceAccount');
+    const binding = single(objs(), 'ClusterRoleBinding');
+    assertEq(binding.roleRef.name, roles[0].metadata.name, 'ClusterRoleBinding roleRef');
+    assertEq(binding.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: 'fabric-system' }], 'ClusterRoleBinding subjects');
+    const vap = single(objs(), 'ValidatingAdmissionPolicy');
+    assertEq(vap.spec.matchConstraints.resourceRules[0].resources, ['resourceslices'], 'policy resources');
+    assert(vap.spec.matchConditions[0].expression.includes(`system:serviceaccount:fabric-system:${sa.metadata.name}`),
+      `policy matches another user: ${vap.spec.matchConditions[0].expression}`);
+    assert(vap.spec.validations.some((v) => /userNodeName == variables\.objectNodeName/.test(v.expression)), 'policy compares the node names');
+    assertEq(single(objs(), 'ValidatingAdmissionPolicyBinding').spec, { policyName: vap.metadata.name, validationActions: ['Deny'] }, 'policy binding');
   });
 }
 
