@@ -74,6 +74,19 @@ json Slice(const std::string& name, const std::string& node, int devices = 1) {
             {"devices", devs}}}};
 }
 
+ListOptions Select(const std::string& labels, const std::string& fields) {
+  ListOptions o;
+  o.label_selector = labels;
+  o.field_selector = fields;
+  return o;
+}
+
+DeleteOptions WithUid(const std::string& uid) {
+  DeleteOptions o;
+  o.uid = uid;
+  return o;
+}
+
 // One python3 fake-apiserver process.
 class FakeApiServer {
  public:
@@ -211,6 +224,22 @@ class Recorder : public WatchHandler {
   std::condition_variable cv_;
 };
 
+// Runs a Watch on its own thread; stops and joins it on scope exit too, so a
+// failed ASSERT cannot leave a joinable thread behind.
+class RunningWatch {
+ public:
+  explicit RunningWatch(Watch& w) : w_(w), t_([&w] { EXPECT_OK(w.Run()); }) {}
+  ~RunningWatch() { StopAndJoin(); }
+  void StopAndJoin() {
+    w_.Stop();
+    if (t_.joinable()) t_.join();
+  }
+
+ private:
+  Watch& w_;
+  std::thread t_;
+};
+
 class KubeApiFakeServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -287,17 +316,16 @@ TEST_F(KubeApiFakeServerTest, CreateGetListUpdateDelete) {
   EXPECT_EQ((*got)["spec"]["devices"][0]["name"], "mlx5-0");
 
   ASSERT_OK(admin_->Create(kSlices, Slice("node-b-fabric-0", "node-b")));
-  auto mine = node_a_->List(kSlices, {.field_selector = "spec.nodeName=node-a"});
+  auto mine = node_a_->List(kSlices, Select("", "spec.nodeName=node-a"));
   ASSERT_OK(mine);
   ASSERT_THAT(mine->items, SizeIs(1));
   EXPECT_EQ(mine->items[0]["metadata"]["name"], "node-a-fabric-0");
   EXPECT_FALSE(mine->resource_version.empty());
   auto by_driver =
-      node_a_->List(kSlices, {.label_selector = "app in (fabric,x)",
-                              .field_selector = std::string("spec.driver=") + kDriver});
+      node_a_->List(kSlices, Select("app in (fabric,x)", std::string("spec.driver=") + kDriver));
   ASSERT_OK(by_driver);
   EXPECT_THAT(by_driver->items, SizeIs(2));
-  EXPECT_THAT(node_a_->List(kSlices, {.field_selector = "spec.bogus=1"}),
+  EXPECT_THAT(node_a_->List(kSlices, Select("", "spec.bogus=1")),
               StatusIs(absl::StatusCode::kInvalidArgument));
 
   // Update at the version read: accepted, the spec change bumps generation.
@@ -323,9 +351,9 @@ TEST_F(KubeApiFakeServerTest, CreateGetListUpdateDelete) {
   EXPECT_THAT(too_big, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(too_big.status().message(), HasSubstr("must have at most 128 items"));
 
-  EXPECT_THAT(node_a_->Delete(SlicePath("node-a-fabric-0"), {.uid = "not-the-uid"}),
+  EXPECT_THAT(node_a_->Delete(SlicePath("node-a-fabric-0"), WithUid("not-the-uid")),
               StatusIs(absl::StatusCode::kAborted));
-  ASSERT_OK(node_a_->Delete(SlicePath("node-a-fabric-0"), {.uid = uid}));
+  ASSERT_OK(node_a_->Delete(SlicePath("node-a-fabric-0"), WithUid(uid)));
   auto gone = node_a_->Get(SlicePath("node-a-fabric-0"));
   EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(gone.status().message(), HasSubstr("get resourceslices node-a-fabric-0"));
@@ -415,7 +443,7 @@ TEST_F(KubeApiFakeServerTest, NodeRestrictionAndReadOnlyClaims) {
 TEST_F(KubeApiFakeServerTest, WatchResumesAfterTheServerEndsTheStream) {
   Recorder rec;
   Watch w(node_a_.get(), FastWatch(), &rec);
-  std::thread t([&] { EXPECT_OK(w.Run()); });
+  RunningWatch run(w);
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.lists_ == 1; }));
   ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-0", "node-a")));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-0"); }));
@@ -438,8 +466,7 @@ TEST_F(KubeApiFakeServerTest, WatchResumesAfterTheServerEndsTheStream) {
   close_watch("?abrupt=1");
   ASSERT_OK(node_a_->Delete(SlicePath("node-a-fabric-0"), {}));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return !r.Has("node-a-fabric-0"); }));
-  w.Stop();
-  t.join();
+  run.StopAndJoin();
   EXPECT_EQ(w.lists(), 1u);  // resumed, never re-listed
   EXPECT_GE(w.streams(), 3u);
   // The second watch started where the first left off.
@@ -461,7 +488,7 @@ TEST_F(KubeApiFakeServerTest, WatchResumesAfterTheServerEndsTheStream) {
 TEST_F(KubeApiFakeServerTest, RelistsOn410AfterTheServerCompacted) {
   Recorder rec;
   Watch w(node_a_.get(), FastWatch(), &rec);
-  std::thread t([&] { EXPECT_OK(w.Run()); });
+  RunningWatch run(w);
   ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-0", "node-a")));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-0"); }));
   // Keep the reflector off the server while things change and history goes.
@@ -479,8 +506,7 @@ TEST_F(KubeApiFakeServerTest, RelistsOn410AfterTheServerCompacted) {
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.lists_ >= 2; }));
   ASSERT_TRUE(rec.WaitFor(
       [](Recorder& r) { return r.Has("node-a-fabric-1") && !r.Has("node-a-fabric-0"); }));
-  w.Stop();
-  t.join();
+  run.StopAndJoin();
   EXPECT_EQ(w.lists(), 2u);
   EXPECT_THAT(rec.errors_[0], StatusIs(absl::StatusCode::kUnavailable));  // the injected 503
 }
@@ -499,12 +525,13 @@ TEST_F(KubeApiFakeServerTest, BacksOffWhileTheServerIsDownThenRelists) {
     return sleeper.SleepFor(d);
   };
   Watch w(node_a_.get(), o, &rec);
-  std::thread t([&] { EXPECT_OK(w.Run()); });
+  RunningWatch run(w);
   ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-0", "node-a")));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-0"); }));
   const int port = server_->port();
   server_->Kill(SIGKILL);
-  ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.errors_.size() >= 5; }));
+  // Error k+1 comes after sleep k: six errors mean five recorded sleeps.
+  ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.errors_.size() >= 6; }));
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_GE(sleeps.size(), 5u);
@@ -521,16 +548,14 @@ TEST_F(KubeApiFakeServerTest, BacksOffWhileTheServerIsDownThenRelists) {
   ASSERT_OK(admin_->Create(kSlices, Slice("node-a-fabric-7", "node-a")));
   ASSERT_TRUE(rec.WaitFor(
       [](Recorder& r) { return r.Has("node-a-fabric-7") && !r.Has("node-a-fabric-0"); }));
-  w.Stop();
-  sleeper.Cancel();
-  t.join();
+  run.StopAndJoin();
   EXPECT_GE(w.lists(), 2u);
 }
 
 TEST_F(KubeApiFakeServerTest, HostileWatchStreamRelistsWithANamedError) {
   Recorder rec;
   Watch w(node_a_.get(), FastWatch(), &rec);
-  std::thread t([&] { EXPECT_OK(w.Run()); });
+  RunningWatch run(w);
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.lists_ == 1; }));
   int last_watcher = 0;
   auto inject = [&](const std::string& path, const std::string& raw, int lists_after) {
@@ -561,8 +586,7 @@ TEST_F(KubeApiFakeServerTest, HostileWatchStreamRelistsWithANamedError) {
   // Still watching after all that.
   ASSERT_OK(node_a_->Create(kSlices, Slice("node-a-fabric-3", "node-a")));
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.Has("node-a-fabric-3"); }));
-  w.Stop();
-  t.join();
+  run.StopAndJoin();
   ASSERT_EQ(rec.errors_.size(), 4u);
   EXPECT_THAT(rec.errors_[0], StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(rec.errors_[0].message()), HasSubstr("not JSON"));
@@ -578,12 +602,11 @@ TEST_F(KubeApiFakeServerTest, HostileWatchStreamRelistsWithANamedError) {
 TEST_F(KubeApiFakeServerTest, StopEndsABlockedStreamPromptly) {
   Recorder rec;
   Watch w(node_a_.get(), FastWatch(), &rec);
-  std::thread t([&] { EXPECT_OK(w.Run()); });
+  RunningWatch run(w);
   ASSERT_TRUE(rec.WaitFor([](Recorder& r) { return r.lists_ == 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the stream now
   const auto t0 = std::chrono::steady_clock::now();
-  w.Stop();
-  t.join();
+  run.StopAndJoin();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
 

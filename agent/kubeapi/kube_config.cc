@@ -36,8 +36,9 @@ absl::Status CheckHost(absl::string_view what, absl::string_view host) {
 
 absl::Status CheckPort(absl::string_view what, absl::string_view port) {
   int n = 0;
-  if (port.empty() || port.size() > 5 || !absl::SimpleAtoi(port, &n) || n < 1 || n > 65535 ||
-      !absl::ascii_isdigit(static_cast<unsigned char>(port[0]))) {
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char c : port) digits = digits && absl::ascii_isdigit(static_cast<unsigned char>(c));
+  if (!digits || !absl::SimpleAtoi(port, &n) || n < 1 || n > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " \"", EscapeBytes(port), "\" is not a port (1-65535)"));
   }

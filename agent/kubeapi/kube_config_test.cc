@@ -59,6 +59,11 @@ TEST_F(KubeConfigTest, InClusterErrorsNameTheCause) {
   p = paths_;
   p.env["KUBERNETES_SERVICE_PORT"] = "99999";
   EXPECT_THAT(InClusterConfig(p).status().message(), HasSubstr("KUBERNETES_SERVICE_PORT"));
+  for (const char* bad_port : {"443 ", "+443", " 443", "44a", "0", "65536"}) {
+    p = paths_;
+    p.env["KUBERNETES_SERVICE_PORT"] = bad_port;
+    EXPECT_THAT(InClusterConfig(p), StatusIs(absl::StatusCode::kInvalidArgument)) << bad_port;
+  }
   p = paths_;
   p.token_file = dir_.path() + "/missing";
   EXPECT_THAT(InClusterConfig(p).status().message(), HasSubstr(p.token_file));
