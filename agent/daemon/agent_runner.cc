@@ -57,8 +57,11 @@ int RunAgent(const AgentOptions& options) {
       break;
     }
     if (!absl::IsUnavailable(got.status())) {
-      LogError(Component::kAgent, "cannot start: {}", got.status().message());
-      return 1;
+      // A folder we cannot write (read-only mount, permissions) costs the
+      // guard, not the node's devices.
+      LogWarn(Component::kAgent, "serving without the one-front-per-node lock: {}",
+              got.status().message());
+      break;
     }
     if (!logged) LogWarn(Component::kAgent, "waiting: {}", got.status().message());
     logged = true;
