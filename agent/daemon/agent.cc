@@ -128,7 +128,6 @@ absl::Status Agent::Start() {
   registry_->SetOnChange([this] { side_files_->Poke(); });
   registry_->SetOnGrant([this] { front_->OnGrant(); });
   side_files_->Start();
-  if (absl::Status s = front_->Start(); !s.ok()) return s;
   monitor_->Start();
   inventory_->Start(
       absl::Milliseconds(config.health.poll_interval_ms),
@@ -161,6 +160,9 @@ absl::Status Agent::Start() {
       doctor_error_ = std::string(s.message());
     }
   }
+  // Started after cni_: the device-plugin front's holds loop reconciles
+  // through it.
+  if (absl::Status s = front_->Start(); !s.ok()) return s;
   sampler_->Start();
   if (!options_.metrics_address.empty()) {
     HttpHandlers h;

@@ -118,13 +118,11 @@ void DraFront::PublishHealth() {
 }
 
 absl::Status DraFront::Start() {
-  // The first slices before the kubelet can send a claim; a failure is
-  // retried by the publisher and /readyz says why meanwhile.
-  OnPoolsChanged();
-  if (absl::Status s = publisher_->SyncNow(); !s.ok()) {
-    LogWarn(Component::kDra, "ResourceSlices not published yet (retrying): {}", s.message());
-  }
+  // The first sync runs on the publisher's thread at once: an API server
+  // that does not answer must not hold up /healthz (the liveness probe).
+  // Until it succeeds, /readyz says why.
   publisher_->Start();
+  publisher_->Poke();
   claim_thread_ = std::thread([this] { (void)claim_watch_->Run(); });
   if (absl::Status s = server_->Start(); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
