@@ -11,7 +11,7 @@
 #   3. NodePrepareResources of that claim answers the CDI name, whose spec grants
 #      the device's uverbs node; a second claim the scheduler gave the whole
 #      device (the race between two syncs) is refused, naming the holder;
-#   4. /v1/node and /metrics show the DRA state;
+#   4. /v1/node, /metrics and `fabricctl devices --agent` show the DRA state;
 #   5. restarted, fabric-dra answers the same prepare from its checkpoint;
 #   6. fabric-agent on the same node waits, naming fabric-dra (one front per node).
 # Usage: test/dra/run.sh BUILD_DIR
@@ -21,9 +21,10 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 DRA=$BUILD/agent/daemon/fabric-dra
 AGENT=$BUILD/agent/daemon/fabric-agent
 SIM=$BUILD/tools/kubelet-sim/kubelet-sim
+CTL=$BUILD/tools/fabricctl/fabricctl
 FAKE=$REPO/tools/fake-apiserver/fake_apiserver.py
 TREE=$REPO/test/testdata/nodes/p5.48xlarge
-for x in "$DRA" "$AGENT" "$SIM"; do [[ -x $x ]] || { echo "dra: FAIL: $x not built"; exit 1; }; done
+for x in "$DRA" "$AGENT" "$SIM" "$CTL"; do [[ -x $x ]] || { echo "dra: FAIL: $x not built"; exit 1; }; done
 for t in python3 openssl curl jq; do
   command -v "$t" >/dev/null || { echo "dra: skip: $t not installed (tools/install-deps.sh test)"; exit 0; }
 done
@@ -157,6 +158,15 @@ if [[ $(jq -r '.dra.registered, .dra.slices.devices, .dra.claims.prepared, .dra.
   ok "/v1/node .dra: registered, 93 devices published (the token claim withdrew rdmap79s0 whole, the race claim its 2 tokens), 1 prepared, 1 error; /metrics fabric_dra_* agree"
 else
   bad "/v1/node .dra: $(jq -c .dra <<<"$node"); metrics: $(grep '^fabric_dra' <<<"$m" | paste -sd' ')"
+fi
+
+ctl=$("$CTL" devices --sysfs-root "$TREE/sys" --dev-root "$TREE/dev" \
+  --config "$W/config.yaml" --agent "127.0.0.1:$port" 2>&1)
+if grep -q "DRA driver fabric.gpustack.ai (pool node-a): registered; 1 ResourceSlice(s), 93 device(s)" <<<"$ctl" &&
+   grep -q "claims: 2 allocated here, 1 prepared; prepare: 2 call(s), 1 error(s)" <<<"$ctl"; then
+  ok "fabricctl devices --agent shows the same DRA state"
+else
+  bad "fabricctl devices --agent: $(tail -5 <<<"$ctl")"
 fi
 
 # ---- 5. restart: the checkpoint answers ----------------------------------------------------------------

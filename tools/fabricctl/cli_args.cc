@@ -157,6 +157,9 @@ absl::Status ParseDevices(ArgCursor& c, DevicesOptions& o) {
       FABRIC_ASSIGN_OR_RETURN(o.sysfs_root, c.Value(f));
     } else if (f.name == "--config") {
       FABRIC_ASSIGN_OR_RETURN(o.config_path, c.Value(f));
+    } else if (f.name == "--agent") {
+      FABRIC_ASSIGN_OR_RETURN(o.agent, c.Value(f));
+      if (o.agent.find("://") == std::string::npos) o.agent = "http://" + o.agent;
     } else if (f.name == "-o" || f.name == "--output") {
       FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
       FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
@@ -415,8 +418,10 @@ Usage:
       if libfabric opens any other provider than requested, no numbers are
       reported (exit 8). GB/s = 1e9 bytes per second.
 
-  fabricctl devices [--sysfs-root DIR] [--dev-root DIR] [--config FILE] [-o json]
-      The node's EFA/RDMA devices (agent discovery) and the pools they serve.
+  fabricctl devices [--sysfs-root DIR] [--dev-root DIR] [--config FILE] [--agent URL] [-o json]
+      The node's EFA/RDMA devices (agent discovery) and the pools they serve;
+      with --agent, also how that agent serves them (registration; in DRA mode
+      its ResourceSlices, claims and prepares, from /v1/node).
 
   fabricctl doctor  [--agent URL] [-o json]
   fabricctl doctor  --bench PEER[:PORT] [--provider NAME] [--duration SECS] [--agent URL]

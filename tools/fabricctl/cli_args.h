@@ -83,6 +83,9 @@ struct DevicesOptions {
   std::string dev_root;
   std::string sysfs_root;
   std::string config_path;  // empty: built-in defaults
+  // --agent: also ask that agent's /v1/node how it serves the pools
+  // (registration, and in DRA mode its slices and prepared claims).
+  std::string agent;
   OutputFormat format = OutputFormat::kText;
 };
 

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "agent/base/host_paths.h"
 #include "agent/base/json_text.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/metrics/http_client.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -118,6 +121,69 @@ std::string DevicesToText(const NodeInventory& inv, const Config& config,
   return out;
 }
 
+namespace {
+
+// Members of a document from the agent, read without trusting their types.
+template <typename J>
+std::string StrOf(const J& o, const char* key) {
+  if (!o.is_object() || !o.contains(key) || !o[key].is_string()) return "";
+  return o[key].template get<std::string>();
+}
+template <typename J>
+bool BoolOf(const J& o, const char* key) {
+  return o.is_object() && o.contains(key) && o[key].is_boolean() && o[key].template get<bool>();
+}
+template <typename J>
+uint64_t NumOf(const J& o, const char* a, const char* b) {
+  if (!o.is_object() || !o.contains(a) || !o[a].is_object() || !o[a].contains(b)) return 0;
+  return o[a][b].is_number_unsigned() ? o[a][b].template get<uint64_t>() : 0;
+}
+
+}  // namespace
+
+nlohmann::ordered_json AgentServing(const nlohmann::json& node) {
+  nlohmann::ordered_json out;
+  out["pools"] = nlohmann::ordered_json::array();
+  if (node.is_object() && node.contains("pools") && node["pools"].is_array()) {
+    for (const nlohmann::json& p : node["pools"]) {
+      if (!p.is_object()) continue;
+      out["pools"].push_back({{"resource", StrOf(p, "resource")},
+                              {"registration", StrOf(p, "registration")},
+                              {"registered", BoolOf(p, "registered")}});
+    }
+  }
+  out["dra"] = nullptr;
+  if (node.is_object() && node.contains("dra") && node["dra"].is_object()) out["dra"] = node["dra"];
+  return out;
+}
+
+std::string AgentServingToText(const nlohmann::ordered_json& serving, const std::string& agent) {
+  std::string out = fmt::format("\nagent {}:\n", agent);
+  if (serving.contains("pools") && serving["pools"].is_array()) {
+    for (const auto& p : serving["pools"]) {
+      out += fmt::format("  {:<36} {:<8} {}\n", StrOf(p, "resource"), StrOf(p, "registration"),
+                         BoolOf(p, "registered") ? "registered" : "NOT registered");
+    }
+  }
+  if (!serving.contains("dra") || !serving["dra"].is_object()) return out;
+  const auto& d = serving["dra"];
+  const bool synced = d.contains("slices") && BoolOf(d["slices"], "synced");
+  out += fmt::format(
+      "  DRA driver {} (pool {}): {}; {} ResourceSlice(s), {} device(s), generation {}{}\n",
+      StrOf(d, "driver"), StrOf(d, "pool"),
+      BoolOf(d, "registered") ? "registered" : "NOT registered", NumOf(d, "slices", "count"),
+      NumOf(d, "slices", "devices"), NumOf(d, "slices", "generation"),
+      synced ? "" : " (NOT synced)");
+  out += fmt::format("  claims: {} allocated here, {} prepared; prepare: {} call(s), {} error(s)\n",
+                     NumOf(d, "claims", "allocated"), NumOf(d, "claims", "prepared"),
+                     NumOf(d, "prepare", "calls"), NumOf(d, "prepare", "errors"));
+  if (d.contains("slices")) {
+    const std::string err = StrOf(d["slices"], "last_error");
+    if (!err.empty()) out += fmt::format("  last slice error: {}\n", err);
+  }
+  return out;
+}
+
 int RunDevices(const DevicesOptions& o) {
   HostPaths paths = HostPaths::Defaults();
   paths.sysfs_root = o.sysfs_root;
@@ -138,10 +204,28 @@ int RunDevices(const DevicesOptions& o) {
     fmt::print(stderr, "fabricctl devices: {}\n", std::string(inv.status().message()));
     return kExitError;
   }
+  std::optional<nlohmann::ordered_json> serving;
+  if (!o.agent.empty()) {
+    auto res = HttpGet(o.agent, "/v1/node");
+    if (!res.ok()) {
+      fmt::print(stderr, "fabricctl devices: {}\n", std::string(res.status().message()));
+      return kExitError;
+    }
+    nlohmann::json node = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    if (res->status != 200 || node.is_discarded()) {
+      fmt::print(stderr, "fabricctl devices: {}/v1/node answered HTTP {} without a node document\n",
+                 o.agent, res->status);
+      return kExitError;
+    }
+    serving = AgentServing(node);
+  }
   if (o.format == OutputFormat::kJson) {
-    fmt::print("{}\n", DumpJson(DevicesToJson(*inv, config, source), 2));
+    nlohmann::ordered_json doc = DevicesToJson(*inv, config, source);
+    if (serving) doc["agent"] = *serving;
+    fmt::print("{}\n", DumpJson(doc, 2));
   } else {
     fmt::print("{}", DevicesToText(*inv, config, source));
+    if (serving) fmt::print("{}", AgentServingToText(*serving, o.agent));
   }
   return kExitOk;
 }

@@ -21,6 +21,12 @@ nlohmann::ordered_json DevicesToJson(const NodeInventory& inventory, const Confi
 std::string DevicesToText(const NodeInventory& inventory, const Config& config,
                           const std::string& config_source);
 
+// What an agent's /v1/node says of how it serves the pools: {"pools":
+// [{resource, registration, registered}], "dra": {...}|null}. Tolerates any
+// JSON (missing or mistyped members are left out).
+nlohmann::ordered_json AgentServing(const nlohmann::json& node);
+std::string AgentServingToText(const nlohmann::ordered_json& serving, const std::string& agent);
+
 // Discovers, prints the table (or -o json) and returns the exit code.
 int RunDevices(const DevicesOptions& options);
 

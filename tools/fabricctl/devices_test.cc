@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::ordered_json;
 
 // The checked-in sample trees (test/testdata/nodes/<name>/{sys,dev}).
@@ -154,6 +155,42 @@ TEST(DevicesTest, TextTableHasOneRowPerDeviceAndThePools) {
   EXPECT_THAT(text, HasSubstr("1 device(s); rdma_cm absent"));
   EXPECT_THAT(text, HasSubstr("warning: skipped foo: no uverbs"));
   EXPECT_THAT(DevicesToText(NodeInventory{}, DefaultConfig(), "x"), HasSubstr("(no RDMA devices)"));
+}
+
+// --agent: what the agent's /v1/node says of how it serves the pools.
+TEST(DevicesTest, AgentServingShowsRegistrationAndDraState) {
+  const nlohmann::json node = nlohmann::json::parse(R"({
+    "pools": [{"resource": "vpc.amazonaws.com/efa", "registration": "dra", "registered": true},
+              {"resource": "device.gpustack.ai/efa.shared", "registration": "dra", "registered": false}],
+    "dra": {"driver": "fabric.gpustack.ai", "pool": "node-a", "registered": true,
+            "slices": {"synced": false, "count": 1, "devices": 93, "generation": 5,
+                       "last_error": "list resourceslices: cannot reach the API server"},
+            "claims": {"allocated": 2, "prepared": 1},
+            "prepare": {"calls": 2, "errors": 1}}})");
+  const nlohmann::ordered_json serving = AgentServing(node);
+  ASSERT_EQ(serving["pools"].size(), 2u);
+  EXPECT_EQ(serving["dra"]["slices"]["devices"], 93);
+  const std::string text = AgentServingToText(serving, "http://127.0.0.1:9435");
+  EXPECT_THAT(text, HasSubstr("device.gpustack.ai/efa.shared"));
+  EXPECT_THAT(text, HasSubstr("NOT registered"));
+  EXPECT_THAT(text, HasSubstr("DRA driver fabric.gpustack.ai (pool node-a): registered; 1 "
+                              "ResourceSlice(s), 93 device(s), generation 5 (NOT synced)"));
+  EXPECT_THAT(text,
+              HasSubstr("claims: 2 allocated here, 1 prepared; prepare: 2 call(s), 1 error(s)"));
+  EXPECT_THAT(text, HasSubstr("last slice error: list resourceslices"));
+}
+
+TEST(DevicesTest, AgentServingToleratesADeviceModeOrHostileDocument) {
+  // A device-plugin agent: no "dra" member.
+  const nlohmann::ordered_json dp = AgentServing(nlohmann::json::parse(
+      R"({"pools": [{"resource": "vpc.amazonaws.com/efa", "registration": "watcher", "registered": true}]})"));
+  EXPECT_TRUE(dp["dra"].is_null());
+  EXPECT_THAT(AgentServingToText(dp, "a"), Not(HasSubstr("DRA driver")));
+  // Wrong types everywhere: nothing throws, nothing is invented.
+  const nlohmann::ordered_json bad = AgentServing(
+      nlohmann::json::parse(R"({"pools": [1, "x", {"resource": 7}], "dra": {"slices": 3}})"));
+  EXPECT_NO_THROW((void)AgentServingToText(bad, "a"));
+  EXPECT_TRUE(AgentServing(nlohmann::json::array())["pools"].empty());
 }
 
 }  // namespace
