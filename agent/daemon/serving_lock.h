@@ -19,17 +19,20 @@ class ServingLock {
  public:
   ServingLock() = default;
   ~ServingLock();
-  ServingLock(ServingLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  ServingLock(ServingLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   ServingLock& operator=(ServingLock&&) = delete;
 
   static constexpr char kFileName[] = ".fabric.gpustack.ai-serving.lock";
-  // Takes <dir>/<kFileName> and writes "<pid> <front>" into it.
+  // Takes <dir>/<kFileName> and writes "<pid> <front>" into it. The holder
+  // removes the file when it lets go (uninstalling leaves nothing behind); a
+  // waiter that locked a file already removed tries again on the new one.
   // kUnavailable names the holder when another process has it; other errors
   // name the file.
   static absl::StatusOr<ServingLock> TryAcquire(const std::string& dir, const std::string& front);
 
  private:
   int fd_ = -1;
+  std::string path_;
 };
 
 }  // namespace fabric

@@ -35,16 +35,20 @@ TEST(ServingLockTest, SecondHolderIsRefusedAndNamesTheFirst) {
 
 TEST(ServingLockTest, FreedWhenTheHolderGoes) {
   TempDir dir;
+  const std::string path = dir.path() + "/" + ServingLock::kFileName;
   {
     absl::StatusOr<ServingLock> first = ServingLock::TryAcquire(dir.path(), "dra");
     ASSERT_TRUE(first.ok());
+    EXPECT_TRUE(ReadFile(path).ok());
   }
+  // Uninstalling leaves nothing behind in the kubelet's folder.
+  EXPECT_FALSE(ReadFile(path).ok());
   const pid_t child = fork();
   if (child == 0) _exit(ServingLock::TryAcquire(dir.path(), "device-plugin").ok() ? 0 : 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  auto note = ReadFile(dir.path() + "/" + ServingLock::kFileName);
+  auto note = ReadFile(path);  // the child _exit()ed: no destructor removed it
   ASSERT_TRUE(note.ok());
   EXPECT_THAT(*note, HasSubstr(" device-plugin"));
 }

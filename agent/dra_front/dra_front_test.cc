@@ -47,7 +47,8 @@ class DraFrontPartsTest : public ::testing::Test {
     return DraNames::ForPools(snaps);
   }
   std::string NameOf(const std::string& resource, const std::string& unit) {
-    const std::string* n = Names().NameOf(resource, unit);
+    const DraNames names = Names();  // NameOf points into it
+    const std::string* n = names.NameOf(resource, unit);
     return n ? *n : "";
   }
   nlohmann::json Claim(const std::string& uid, const std::string& device,
