@@ -8,6 +8,7 @@
 #ifndef FABRIC_AGENT_BASE_JSON_TEXT_H_
 #define FABRIC_AGENT_BASE_JSON_TEXT_H_
 
+#include <initializer_list>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -21,6 +22,28 @@ std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
 // The same for the ordered_json flavour.
 std::string DumpJson(const nlohmann::ordered_json& j, int indent = -1);
+
+// Documents from outside (the API server, another agent) are read without
+// trusting their types. The member at `path` through nested objects, or
+// nullptr when a step is missing or not an object.
+template <typename Json>
+const Json* MemberAt(const Json& j, std::initializer_list<const char*> path) {
+  const Json* at = &j;
+  for (const char* key : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+// The string at `path`, or "" when it is missing or not a string.
+template <typename Json>
+std::string StringAt(const Json& j, std::initializer_list<const char*> path) {
+  const Json* at = MemberAt(j, path);
+  return at && at->is_string() ? at->template get<std::string>() : "";
+}
 
 }  // namespace fabric
 

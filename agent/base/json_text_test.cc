@@ -31,5 +31,23 @@ TEST(DumpJsonTest, ValidTextIsUnchanged) {
   EXPECT_EQ(DumpJson(o), "{\"b\":\"\xEF\xBF\xBD\",\"a\":1}");
 }
 
+TEST(StringAtTest, ReadsThroughObjectsWithoutTrustingTypes) {
+  const auto j = nlohmann::json::parse(
+      R"({"metadata": {"name": "c1", "uid": 7, "labels": []}, "spec": "x", "list": [1]})");
+  EXPECT_EQ(StringAt(j, {"metadata", "name"}), "c1");
+  EXPECT_EQ(StringAt(j, {"metadata", "uid"}), "");          // a number
+  EXPECT_EQ(StringAt(j, {"metadata", "labels", "a"}), "");  // an array on the way
+  EXPECT_EQ(StringAt(j, {"spec", "nodeName"}), "");         // a string on the way
+  EXPECT_EQ(StringAt(j, {"missing", "name"}), "");
+  EXPECT_EQ(StringAt(j, {"spec"}), "x");
+  EXPECT_EQ(StringAt(nlohmann::json(nullptr), {"a"}), "");
+  ASSERT_NE(MemberAt(j, {"list"}), nullptr);
+  EXPECT_TRUE(MemberAt(j, {"list"})->is_array());
+  EXPECT_EQ(MemberAt(j, {"list", "0"}), nullptr);
+  EXPECT_EQ(MemberAt(j, {}), &j);
+  const auto o = nlohmann::ordered_json::parse(R"({"dra": {"slices": {"last_error": "409"}}})");
+  EXPECT_EQ(StringAt(o, {"dra", "slices", "last_error"}), "409");
+}
+
 }  // namespace
 }  // namespace fabric

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/base/file_util.h"
+#include "agent/base/json_text.h"
 #include "agent/base/utf8.h"
 
 namespace fabric::dra {
@@ -19,27 +20,8 @@ constexpr size_t kMaxStringAttribute = 64;
 // Object names are DNS subdomains.
 constexpr size_t kMaxObjectName = 253;
 
-// A member of a JSON object, or nullptr: listed slices come from the API
-// server and are read without assuming their shape.
-const json* Member(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string StringAt(const json& j, std::initializer_list<const char*> path) {
-  const json* at = &j;
-  for (const char* key : path) {
-    at = Member(*at, key);
-    if (!at) return "";
-  }
-  return at->is_string() ? at->get<std::string>() : "";
-}
-
 int64_t GenerationOf(const json& slice) {
-  const json* spec = Member(slice, "spec");
-  const json* pool = spec ? Member(*spec, "pool") : nullptr;
-  const json* gen = pool ? Member(*pool, "generation") : nullptr;
+  const json* gen = MemberAt(slice, {"spec", "pool", "generation"});
   if (!gen || !gen->is_number_integer()) return 0;
   return gen->is_number_unsigned() ? static_cast<int64_t>(gen->get<uint64_t>())
                                    : gen->get<int64_t>();
@@ -114,7 +96,7 @@ bool OwnedBy(const json& slice, const std::string& driver, const std::string& no
 // the content comparison, without the generation.
 json Comparable(const json& slice, bool with_generation) {
   json out = {{"name", StringAt(slice, {"metadata", "name"})}};
-  const json* spec_in = Member(slice, "spec");
+  const json* spec_in = MemberAt(slice, {"spec"});
   json spec = spec_in && spec_in->is_object() ? *spec_in : json::object();
   if (!with_generation && spec.contains("pool") && spec["pool"].is_object()) {
     spec["pool"].erase("generation");
@@ -263,11 +245,9 @@ SliceDiff DiffSlices(const std::vector<json>& desired, const std::vector<json>& 
     // Metadata the agent sets (the caller's ownerReferences, labels) must
     // match too; everything else there belongs to the server.
     for (const char* key : {"labels", "ownerReferences"}) {
-      const json* want_meta = Member(d, "metadata");
-      const json* want = want_meta ? Member(*want_meta, key) : nullptr;
+      const json* want = MemberAt(d, {"metadata", key});
       if (!want) continue;
-      const json* have_meta = Member(have, "metadata");
-      const json* got = have_meta ? Member(*have_meta, key) : nullptr;
+      const json* got = MemberAt(have, {"metadata", key});
       same &= got != nullptr && *got == *want;
     }
     if (same) continue;

@@ -125,11 +125,6 @@ namespace {
 
 // Members of a document from the agent, read without trusting their types.
 template <typename J>
-std::string StrOf(const J& o, const char* key) {
-  if (!o.is_object() || !o.contains(key) || !o[key].is_string()) return "";
-  return o[key].template get<std::string>();
-}
-template <typename J>
 bool BoolOf(const J& o, const char* key) {
   return o.is_object() && o.contains(key) && o[key].is_boolean() && o[key].template get<bool>();
 }
@@ -147,8 +142,8 @@ nlohmann::ordered_json AgentServing(const nlohmann::json& node) {
   if (node.is_object() && node.contains("pools") && node["pools"].is_array()) {
     for (const nlohmann::json& p : node["pools"]) {
       if (!p.is_object()) continue;
-      out["pools"].push_back({{"resource", StrOf(p, "resource")},
-                              {"registration", StrOf(p, "registration")},
+      out["pools"].push_back({{"resource", StringAt(p, {"resource"})},
+                              {"registration", StringAt(p, {"registration"})},
                               {"registered", BoolOf(p, "registered")}});
     }
   }
@@ -161,7 +156,8 @@ std::string AgentServingToText(const nlohmann::ordered_json& serving, const std:
   std::string out = fmt::format("\nagent {}:\n", agent);
   if (serving.contains("pools") && serving["pools"].is_array()) {
     for (const auto& p : serving["pools"]) {
-      out += fmt::format("  {:<36} {:<8} {}\n", StrOf(p, "resource"), StrOf(p, "registration"),
+      out += fmt::format("  {:<36} {:<8} {}\n", StringAt(p, {"resource"}),
+                         StringAt(p, {"registration"}),
                          BoolOf(p, "registered") ? "registered" : "NOT registered");
     }
   }
@@ -170,17 +166,15 @@ std::string AgentServingToText(const nlohmann::ordered_json& serving, const std:
   const bool synced = d.contains("slices") && BoolOf(d["slices"], "synced");
   out += fmt::format(
       "  DRA driver {} (pool {}): {}; {} ResourceSlice(s), {} device(s), generation {}{}\n",
-      StrOf(d, "driver"), StrOf(d, "pool"),
+      StringAt(d, {"driver"}), StringAt(d, {"pool"}),
       BoolOf(d, "registered") ? "registered" : "NOT registered", NumOf(d, "slices", "count"),
       NumOf(d, "slices", "devices"), NumOf(d, "slices", "generation"),
       synced ? "" : " (NOT synced)");
   out += fmt::format("  claims: {} allocated here, {} prepared; prepare: {} call(s), {} error(s)\n",
                      NumOf(d, "claims", "allocated"), NumOf(d, "claims", "prepared"),
                      NumOf(d, "prepare", "calls"), NumOf(d, "prepare", "errors"));
-  if (d.contains("slices")) {
-    const std::string err = StrOf(d["slices"], "last_error");
-    if (!err.empty()) out += fmt::format("  last slice error: {}\n", err);
-  }
+  const std::string err = StringAt(d, {"slices", "last_error"});
+  if (!err.empty()) out += fmt::format("  last slice error: {}\n", err);
   return out;
 }
 

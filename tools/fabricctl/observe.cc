@@ -23,11 +23,6 @@ int Severity(int code) {
   }
 }
 
-std::string Str(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // "1.2 GiB" for bytes; "2,003 pkts" when only packets are counted; "-" for null.
 std::string Amount(const nlohmann::json& c, const char* bytes_key, const char* packets_key) {
   auto b = c.find(bytes_key);
@@ -51,7 +46,7 @@ std::string PathOf(const ObserveOptions& o) {
 }  // namespace
 
 int ContainerExitCode(const nlohmann::json& c, const std::string& expect) {
-  const std::string verdict = Str(c, "verdict");
+  const std::string verdict = StringAt(c, {"verdict"});
   if (verdict == "efa" || verdict == "rdma") {
     return !expect.empty() && expect != verdict ? kExitObserveMismatch : kExitOk;
   }
@@ -67,23 +62,23 @@ int WorseObserveCode(int a, int b) { return Severity(a) >= Severity(b) ? a : b; 
 
 std::string ObserveLines(const nlohmann::json& doc) {
   std::string out;
-  const std::string pod = Str(doc, "namespace") + "/" + Str(doc, "pod");
+  const std::string pod = StringAt(doc, {"namespace"}) + "/" + StringAt(doc, {"pod"});
   const auto containers = doc.find("containers");
   if (containers == doc.end() || !containers->is_array()) return out;
   for (const auto& c : *containers) {
-    std::string verdict = Str(c, "verdict");
+    std::string verdict = StringAt(c, {"verdict"});
     if (c.value("fallback", false)) verdict += " (fallback)";
-    std::string note = Str(c, "reason");
+    std::string note = StringAt(c, {"reason"});
     if (verdict == "idle") {
       auto last = c.find("last_non_idle");
       if (last != c.end() && last->is_object()) {
-        note = fmt::format("last {} at {}", Str(*last, "verdict"), Str(*last, "at"));
+        note = fmt::format("last {} at {}", StringAt(*last, {"verdict"}), StringAt(*last, {"at"}));
       }
     }
-    std::string name = Str(c, "name");
+    std::string name = StringAt(c, {"name"});
     out += fmt::format(
         "{:<32} {:<16} {:<16} {:<17} fabric {:<12} other {:<12} {}\n", pod,
-        name.empty() ? "-" : name, verdict, Str(c, "attribution"),
+        name.empty() ? "-" : name, verdict, StringAt(c, {"attribution"}),
         Amount(c, "fabric_bytes", "fabric_packets"),
         c.value("host_network", false) ? "hostNetwork" : Amount(c, "other_bytes", nullptr), note);
   }
