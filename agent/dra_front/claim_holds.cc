@@ -9,16 +9,6 @@
 #include "agent/kubeapi/api_status.h"
 
 namespace fabric::dra {
-namespace {
-
-std::string Str(const nlohmann::json& obj, const char* a, const char* b) {
-  auto x = obj.find(a);
-  if (x == obj.end() || !x->is_object()) return "";
-  auto y = x->find(b);
-  return y != x->end() && y->is_string() ? y->get<std::string>() : "";
-}
-
-}  // namespace
 
 ClaimHolds::ClaimHolds(ClaimHoldsOptions options, kubeapi::KubeClient* client,
                        std::function<DraNames()> names,
@@ -30,12 +20,12 @@ ClaimHolds::ClaimHolds(ClaimHoldsOptions options, kubeapi::KubeClient* client,
 
 std::optional<ClaimHolds::Claim> ClaimHolds::Parse(const nlohmann::json& obj, std::string* uid) {
   if (!obj.is_object()) return std::nullopt;
-  const std::string ns = Str(obj, "metadata", "namespace");
-  const std::string name = Str(obj, "metadata", "name");
-  *uid = Str(obj, "metadata", "uid");
+  const std::string ns = StringAt(obj, {"metadata", "namespace"});
+  const std::string name = StringAt(obj, {"metadata", "name"});
+  *uid = StringAt(obj, {"metadata", "uid"});
   if (uid->empty()) return std::nullopt;
   absl::StatusOr<ClaimAllocation> alloc =
-      ParseClaimAllocation(DumpJson(obj), ns, name, *uid, options_.driver, options_.node_name);
+      ClaimAllocationFromJson(obj, ns, name, *uid, options_.driver, options_.node_name);
   if (!alloc.ok()) {
     // Not allocated, another driver's or another node's: not ours. Anything
     // else is a claim we cannot read, counted and named once.
@@ -86,7 +76,7 @@ void ClaimHolds::OnEvent(const kubeapi::WatchEvent& event) {
   std::string uid;
   std::optional<Claim> c;
   if (event.type != kubeapi::WatchEvent::Type::kDeleted) c = Parse(event.object, &uid);
-  if (uid.empty()) uid = Str(event.object, "metadata", "uid");
+  if (uid.empty()) uid = StringAt(event.object, {"metadata", "uid"});
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++status_.events;
@@ -116,8 +106,8 @@ absl::StatusOr<ClaimAllocation> ClaimHolds::Get(const std::string& claim_namespa
   if (!path.ok()) return path.status();
   absl::StatusOr<nlohmann::json> obj = client_->Get(*path);
   if (!obj.ok()) return obj.status();
-  return ParseClaimAllocation(DumpJson(*obj), claim_namespace, name, uid, options_.driver,
-                              options_.node_name);
+  return ClaimAllocationFromJson(*obj, claim_namespace, name, uid, options_.driver,
+                                 options_.node_name);
 }
 
 holds::KubeletView ClaimHolds::View() const {

@@ -124,7 +124,7 @@ TEST_F(DraFrontPartsTest, HostileClaimIsCountedNotHeld) {
   nlohmann::json bad = Claim("u1", NameOf(kRdma, "mlx5_0"));
   bad["status"]["allocation"]["devices"]["results"][0]["device"] = std::string("x\xff", 2);
   kubeapi::ObjectList list;
-  // Results of the wrong type: a claim we cannot read, counted.
+  // Results of the wrong type: a claim we cannot read. Both are counted.
   nlohmann::json wrong = Claim("u3", NameOf(kRdma, "mlx5_0"));
   wrong["status"]["allocation"]["devices"]["results"] = "oops";
   list.items = {bad, wrong, nlohmann::json::array(), Claim("u2", NameOf(kRdma, "mlx5_1"))};
@@ -132,7 +132,7 @@ TEST_F(DraFrontPartsTest, HostileClaimIsCountedNotHeld) {
   ASSERT_EQ(seen.size(), 1u);
   ASSERT_EQ(seen.back().entries.size(), 1u);
   EXPECT_EQ(seen.back().entries[0].device_ids, std::vector<std::string>{"mlx5_1"});
-  EXPECT_EQ(holds.status().rejected, 1u);
+  EXPECT_EQ(holds.status().rejected, 2u);
 }
 
 TEST_F(DraFrontPartsTest, PrepareClaimsUnitsAndRefusesTheOtherModeOfAHeldDevice) {

@@ -29,14 +29,24 @@ const json* Child(const json& obj, const char* key) {
 absl::StatusOr<ClaimAllocation> ParseClaimAllocation(
     absl::string_view claim_json, const std::string& claim_namespace, const std::string& name,
     const std::string& uid, absl::string_view driver, absl::string_view node_pool) {
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("ResourceClaim ", EscapeBytes(claim_namespace),
+                                                   "/", EscapeBytes(name), ": ", why));
+  };
+  if (claim_json.size() > kMaxClaimBytes) return invalid("larger than 4 MiB");
+  json doc = json::parse(claim_json.begin(), claim_json.end(), nullptr, false);
+  if (doc.is_discarded()) return invalid("not valid JSON");
+  return ClaimAllocationFromJson(doc, claim_namespace, name, uid, driver, node_pool);
+}
+
+absl::StatusOr<ClaimAllocation> ClaimAllocationFromJson(
+    const nlohmann::json& doc, const std::string& claim_namespace, const std::string& name,
+    const std::string& uid, absl::string_view driver, absl::string_view node_pool) {
   const std::string what =
       absl::StrCat("ResourceClaim ", EscapeBytes(claim_namespace), "/", EscapeBytes(name));
   auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
   };
-  if (claim_json.size() > kMaxClaimBytes) return invalid("larger than 4 MiB");
-  json doc = json::parse(claim_json.begin(), claim_json.end(), nullptr, false);
-  if (doc.is_discarded()) return invalid("not valid JSON");
   if (!doc.is_object()) return invalid("not a JSON object");
 
   // A string field, checked where it enters: printable UTF-8, bounded.

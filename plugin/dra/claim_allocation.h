@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/dra/driver_name.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace fabric::dra {
 
@@ -59,6 +60,12 @@ class ClaimAllocations {
 //  - no result of ours at all (kFailedPrecondition).
 absl::StatusOr<ClaimAllocation> ParseClaimAllocation(
     absl::string_view claim_json, const std::string& claim_namespace, const std::string& name,
+    const std::string& uid, absl::string_view driver, absl::string_view node_pool);
+
+// The same for a claim already parsed (a watch event's object); the 4 MiB
+// bound is then the watch's own.
+absl::StatusOr<ClaimAllocation> ClaimAllocationFromJson(
+    const nlohmann::json& claim, const std::string& claim_namespace, const std::string& name,
     const std::string& uid, absl::string_view driver, absl::string_view node_pool);
 
 // A ClaimAllocations for tests: answers what Set/SetError stored, counts calls.
