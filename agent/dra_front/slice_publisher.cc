@@ -8,17 +8,34 @@
 
 namespace fabric::dra {
 
+class SlicePublisher::SliceEvents : public kubeapi::WatchHandler {
+ public:
+  explicit SliceEvents(SlicePublisher* publisher) : publisher_(publisher) {}
+  void OnList(const kubeapi::ObjectList&) override { publisher_->OnSlicesChanged(); }
+  void OnEvent(const kubeapi::WatchEvent&) override { publisher_->OnSlicesChanged(); }
+  void OnError(const absl::Status& error, absl::Duration retry_in) override {
+    LogWarn(Component::kDra, "ResourceSlice watch: {} (retry in {})", error.message(),
+            absl::FormatDuration(retry_in));
+  }
+
+ private:
+  SlicePublisher* const publisher_;
+};
+
 SlicePublisher::SlicePublisher(SlicePublisherOptions options, kubeapi::KubeClient* client,
                                Pools pools)
     : options_(std::move(options)), client_(client), pools_(std::move(pools)) {}
+
+std::string SlicePublisher::FieldSelector() const {
+  return absl::StrCat("spec.nodeName=", options_.node_name, ",spec.driver=", options_.driver);
+}
 
 SlicePublisher::~SlicePublisher() { Stop(); }
 
 absl::Status SlicePublisher::SyncNow() {
   std::lock_guard<std::mutex> sync_lock(sync_mu_);
   kubeapi::ListOptions lo;
-  lo.field_selector =
-      absl::StrCat("spec.nodeName=", options_.node_name, ",spec.driver=", options_.driver);
+  lo.field_selector = FieldSelector();
   absl::Status result;
   uint64_t writes = 0;
   ResourceSliceSet set;
@@ -85,6 +102,15 @@ void SlicePublisher::Start() {
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
+  if (options_.watch_slices && client_ != nullptr) {
+    kubeapi::WatchOptions wo;
+    wo.collection_path = kResourceSlicesPath;
+    wo.field_selector = FieldSelector();
+    wo.initial_backoff = options_.watch_initial_backoff;
+    events_ = std::make_unique<SliceEvents>(this);
+    watch_ = std::make_unique<kubeapi::Watch>(client_, wo, events_.get());
+    watch_thread_ = std::thread([this] { (void)watch_->Run(); });
+  }
 }
 
 void SlicePublisher::Stop() {
@@ -93,7 +119,17 @@ void SlicePublisher::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (watch_) watch_->Stop();
+  if (watch_thread_.joinable()) watch_thread_.join();
   if (thread_.joinable()) thread_.join();
+}
+
+void SlicePublisher::OnSlicesChanged() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slices_changed_ = true;
+  }
+  cv_.notify_all();
 }
 
 void SlicePublisher::Poke() {
@@ -113,13 +149,19 @@ void SlicePublisher::Run() {
   absl::Duration backoff = options_.initial_backoff;
   absl::Duration wait = absl::ZeroDuration();
   for (;;) {
+    bool only_slices_changed = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(wait), [this] { return stop_ || poked_; });
+      cv_.wait_for(lock, absl::ToChronoNanoseconds(wait),
+                   [this] { return stop_ || poked_ || slices_changed_; });
       if (stop_) return;
+      only_slices_changed = slices_changed_ && !poked_;
       poked_ = false;
+      slices_changed_ = false;
     }
-    if (options_.before_sync) options_.before_sync();
+    // Our own writes come back through the watch too: those syncs find
+    // nothing to do and cost one List.
+    if (options_.before_sync && !only_slices_changed) options_.before_sync();
     absl::Status s = SyncNow();
     if (s.ok()) {
       backoff = options_.initial_backoff;

@@ -1,8 +1,15 @@
 // SlicePublisher: keeps the API server's ResourceSlices for this node equal to
 // what the pools publish (agent/dra builds them). Its own thread syncs on a
-// Poke (a pool changed) and every resync period: List our slices, diff,
-// create/update/delete. A conflict or failure is retried with backoff; the
-// last good slices stay published meanwhile (the API server keeps them).
+// Poke (a pool changed), on any change to our slices that the API server
+// reports, and every resync period: List our slices, diff, create/update/
+// delete. A conflict or failure is retried with backoff; the last good slices
+// stay published meanwhile (the API server keeps them).
+//
+// The watch on our own slices is there for the kubelet: at its start (and 30 s
+// after a driver goes away) it deletes every ResourceSlice of its node, ours
+// included, and relies on the driver to publish them again at once (seen with
+// kubelet v1.34.9: "Deleted ResourceSlices" fieldSelector=spec.nodeName=...).
+// Without it the node would offer no devices until the next resync.
 #ifndef FABRIC_AGENT_DRA_FRONT_SLICE_PUBLISHER_H_
 #define FABRIC_AGENT_DRA_FRONT_SLICE_PUBLISHER_H_
 
@@ -18,6 +25,7 @@
 #include "absl/time/time.h"
 #include "agent/dra/resource_slices.h"
 #include "agent/kubeapi/kube_client.h"
+#include "agent/kubeapi/watch.h"
 #include "agent/pools/pool_snapshot.h"
 
 namespace fabric::dra {
@@ -31,9 +39,13 @@ struct SlicePublisherOptions {
   absl::Duration resync = absl::Minutes(1);
   absl::Duration initial_backoff = absl::Milliseconds(500);
   absl::Duration max_backoff = absl::Seconds(30);
-  // Runs on the publisher's thread before each sync it starts (the front
-  // re-sends health and holds there, outside the pools' locks).
+  // Runs on the publisher's thread before each sync it starts for a Poke or
+  // the resync (the front re-sends health and holds there, outside the
+  // pools' locks); not for a change the slice watch saw.
   std::function<void()> before_sync;
+  // Watch our slices and sync when someone else changes them.
+  bool watch_slices = true;
+  absl::Duration watch_initial_backoff = absl::Seconds(1);
 };
 
 struct SlicePublisherStatus {
@@ -62,7 +74,10 @@ class SlicePublisher {
   SlicePublisherStatus status() const;
 
  private:
+  class SliceEvents;  // the watch's handler: wakes the sync loop
   void Run();
+  void OnSlicesChanged();
+  std::string FieldSelector() const;
 
   const SlicePublisherOptions options_;
   kubeapi::KubeClient* const client_;
@@ -70,10 +85,14 @@ class SlicePublisher {
   std::mutex sync_mu_;  // one sync at a time
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool poked_ = false;
+  bool poked_ = false;           // the pools changed
+  bool slices_changed_ = false;  // the API server's copy changed
   bool stop_ = false;
   SlicePublisherStatus status_;
   std::thread thread_;
+  std::unique_ptr<SliceEvents> events_;
+  std::unique_ptr<kubeapi::Watch> watch_;
+  std::thread watch_thread_;
 };
 
 }  // namespace fabric::dra

@@ -5,7 +5,8 @@
 # manager and plugin watcher over the real protos), on the bundled p5.48xlarge
 # sysfs tree. It checks, in order:
 #   1. the node's ResourceSlices: 32 EFA + 64 tokens of a shared pool on the same
-#      devices, pcieRoot/numaNode attributes from the tree, node-bound;
+#      devices, pcieRoot/numaNode attributes from the tree, node-bound; deleted
+#      as the kubelet does at its start, they are published again at once;
 #   2. an allocated claim of one token withdraws that EFA's exclusive device from
 #      the slices (the exclusive/shared rule through the ResourceClaim watch);
 #   3. NodePrepareResources of that claim answers the CDI name, whose spec grants
@@ -107,6 +108,18 @@ if wait_for 30 have_slices; then
   fi
 else
   bad "no 96 devices of node-a in the slices after 30 s: $(slices | head -c 400); $(tail -5 "$W/dra.log")"
+fi
+
+# ---- 1b. the kubelet's start-up wipe ---------------------------------------------------------------
+# kubelet v1.34 deletes every ResourceSlice of its node when it starts (and 30 s
+# after a driver goes away), and relies on the driver to publish again at once;
+# the agent's watch on its own slices does (the periodic resync alone took 60 s).
+api -X DELETE "$API/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-a" >/dev/null
+wiped_at=$SECONDS
+if wait_for 5 have_slices; then
+  ok "the node's slices deleted as the kubelet does at start-up: published again in $((SECONDS - wiped_at)) s or less"
+else
+  bad "slices not published again within 5 s of the kubelet's wipe: $(slices | jq -c '[.items[].metadata.name]')"
 fi
 
 # ---- 2. a claim of one token withdraws the whole device ------------------------------------------

@@ -5,7 +5,8 @@ Serves resource.k8s.io/v1 resourceslices (cluster-scoped), resourceclaims
 (namespaced, with /status) and deviceclasses over HTTPS with the real API
 server's wire behaviour for what the fabric agent uses: list (label and
 field selectors), get, create, update (optimistic concurrency), delete
-(preconditions, finalizers), server-side apply (create-or-replace), watch
+(preconditions, finalizers), delete of a collection (the kubelet's start-up wipe of
+its node's slices), server-side apply (create-or-replace), watch
 (resourceVersion, bookmarks, 410 Expired), Status bodies on every error,
 bearer-token authentication, RBAC for the DRA driver's ServiceAccount and the
 node restriction of the charts' ValidatingAdmissionPolicy. README.md lists
@@ -583,6 +584,9 @@ class Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 authorize(user, "create", resource, None, namespace, None)
                 return self.create(resource, namespace, user, query)
+            if method == "DELETE":
+                authorize(user, "deletecollection", resource, None, namespace, None)
+                return self.delete_collection(resource, namespace, user, query)
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if method == "GET":
             authorize(user, "get", resource, sub, namespace, name)
@@ -650,6 +654,35 @@ class Handler(BaseHTTPRequestHandler):
                 it.pop("apiVersion", None)
             body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": GROUP_VERSION,
                     "metadata": {"resourceVersion": str(store.rv)}, "items": items}
+        self.send_json(200, body)
+
+    def delete_collection(self, resource, namespace, user, query):
+        """DELETE on a collection, as the kubelet wipes its node's ResourceSlices at
+        start-up (v1.34: DeleteCollection, fieldSelector spec.nodeName=NODE): each
+        match is admitted and deleted as one DELETE would be; the answer is the
+        list of what went (finalizers are not modelled here)."""
+        label_match = parse_label_selector(query.get("labelSelector", [""])[0])
+        field_match = parse_field_selector(resource, query.get("fieldSelector", [""])[0])
+        store = self.server.store
+        with store.lock:
+            gone_items = []
+            for key, obj in sorted(store.objects[resource].items()):
+                if namespace and key[0] != namespace:
+                    continue
+                if not (label_match(obj["metadata"].get("labels") or {}) and field_match(obj)):
+                    continue
+                if resource == "resourceslices":
+                    admit_slice(self.server, user, "DELETE", None, obj)
+                del store.objects[resource][key]
+                store.managers.pop((resource, key[0], key[1]), None)
+                gone = copy.deepcopy(obj)
+                gone["metadata"]["resourceVersion"] = str(store.next_rv())
+                store.record(resource, "DELETED", copy.deepcopy(obj), copy.deepcopy(gone))
+                gone.pop("kind", None)
+                gone.pop("apiVersion", None)
+                gone_items.append(gone)
+            body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": GROUP_VERSION,
+                    "metadata": {"resourceVersion": str(store.rv)}, "items": gone_items}
         self.send_json(200, body)
 
     def stamp_create(self, resource, obj, user, manager, operation):

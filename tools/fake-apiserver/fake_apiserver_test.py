@@ -115,6 +115,19 @@ class FakeApiServerTest(unittest.TestCase):
                          "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                          "devices": [{"name": "efa-0", "attributes": {"kind": {"string": "efa"}}}]}}
 
+    def test_delete_collection_by_node_as_the_kubelet_wipes(self):
+        for node, name in (("node-a", "a-0"), ("node-a", "a-1"), ("node-b", "b-0")):
+            code, _ = self.call("POST", V1 + "/resourceslices", self.slice(node, name))
+            self.assertEqual(code, 201)
+        code, gone = self.call("DELETE", V1 + "/resourceslices?fieldSelector=spec.nodeName%3Dnode-a")
+        self.assertEqual((code, gone["kind"]), (200, "ResourceSliceList"))
+        self.assertEqual(sorted(i["metadata"]["name"] for i in gone["items"]), ["a-0", "a-1"])
+        code, left = self.call("GET", V1 + "/resourceslices")
+        self.assertEqual([i["metadata"]["name"] for i in left["items"]], ["b-0"])
+        # The driver's role has deletecollection on slices; on claims nobody does.
+        code, denied = self.call("DELETE", V1 + "/namespaces/ns/resourceclaims", token="node-a")
+        self.assertEqual(code, 403)
+
     def test_generate_name_validation_and_immutability(self):
         code, s = self.call("POST", V1 + "/resourceslices", self.slice("node-a"))
         self.assertEqual(code, 201)
