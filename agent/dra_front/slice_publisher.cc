@@ -1,6 +1,8 @@
 #include "agent/dra_front/slice_publisher.h"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -146,30 +148,56 @@ SlicePublisherStatus SlicePublisher::status() const {
 }
 
 void SlicePublisher::Run() {
+  using Clock = std::chrono::steady_clock;
   absl::Duration backoff = options_.initial_backoff;
-  absl::Duration wait = absl::ZeroDuration();
+  Clock::time_point next_sync = Clock::now();  // the first sync: at once
+  // Repairs are syncs that put back what someone else changed. The first
+  // goes at once (the kubelet's wipe); a deleter that keeps going (the
+  // garbage collector, a second writer) is answered ever more slowly.
+  absl::Duration repair_delay = absl::ZeroDuration();
+  std::optional<Clock::time_point> last_repair;
+  Clock::time_point repair_not_before = Clock::now();
   for (;;) {
     bool only_slices_changed = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(wait),
-                   [this] { return stop_ || poked_ || slices_changed_; });
-      if (stop_) return;
-      only_slices_changed = slices_changed_ && !poked_;
+      for (;;) {
+        if (stop_) return;
+        const Clock::time_point now = Clock::now();
+        if (poked_ || now >= next_sync || (slices_changed_ && now >= repair_not_before)) break;
+        cv_.wait_until(lock, slices_changed_ ? std::min(next_sync, repair_not_before) : next_sync);
+      }
+      only_slices_changed = slices_changed_ && !poked_ && Clock::now() < next_sync;
       poked_ = false;
       slices_changed_ = false;
     }
     // Our own writes come back through the watch too: those syncs find
     // nothing to do and cost one List.
     if (options_.before_sync && !only_slices_changed) options_.before_sync();
+    const uint64_t writes_before = status().writes;
     absl::Status s = SyncNow();
+    const Clock::time_point now = Clock::now();
+    if (only_slices_changed && s.ok() && status().writes > writes_before) {
+      repair_delay =
+          last_repair && now - *last_repair < absl::ToChronoNanoseconds(options_.repair_quiet)
+              ? std::clamp(repair_delay * 2, options_.initial_backoff, options_.max_backoff)
+              : absl::ZeroDuration();
+      last_repair = now;
+      repair_not_before = now + absl::ToChronoNanoseconds(repair_delay);
+      if (repair_delay > absl::ZeroDuration()) {
+        LogWarn(Component::kDra,
+                "ResourceSlices changed by someone else again: published again; the next repair "
+                "waits {}",
+                absl::FormatDuration(repair_delay));
+      }
+    }
     if (s.ok()) {
       backoff = options_.initial_backoff;
-      wait = options_.resync;
+      next_sync = now + absl::ToChronoNanoseconds(options_.resync);
     } else {
       LogWarn(Component::kDra, "ResourceSlices not synced (retry in {}): {}",
               absl::FormatDuration(backoff), s.message());
-      wait = backoff;
+      next_sync = now + absl::ToChronoNanoseconds(backoff);
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
   }

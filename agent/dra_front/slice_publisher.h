@@ -43,8 +43,11 @@ struct SlicePublisherOptions {
   // the resync (the front re-sends health and holds there, outside the
   // pools' locks); not for a change the slice watch saw.
   std::function<void()> before_sync;
-  // Watch our slices and sync when someone else changes them.
+  // Watch our slices and sync when someone else changes them. The first such
+  // repair is at once; more within `repair_quiet` of the last wait
+  // initial_backoff, doubling up to max_backoff.
   bool watch_slices = true;
+  absl::Duration repair_quiet = absl::Minutes(1);
   absl::Duration watch_initial_backoff = absl::Seconds(1);
 };
 

@@ -122,6 +122,22 @@ else
   bad "slices not published again within 5 s of the kubelet's wipe: $(slices | jq -c '[.items[].metadata.name]')"
 fi
 
+# A deleter that keeps going (the garbage collector with a stale owner, another
+# writer) is answered ever more slowly: one immediate repair, then 0.5 s doubling.
+created() { grep -c "ResourceSlices of pool node-a: .*(1 created" "$W/dra.log"; }
+before=$(created)
+end=$((SECONDS + 6))
+while ((SECONDS < end)); do
+  api -X DELETE "$API/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-a" >/dev/null
+  sleep 0.1
+done
+repairs=$(($(created) - before))
+if ((repairs >= 2 && repairs <= 8)) && wait_for 40 have_slices; then
+  ok "6 s of a deleter every 0.1 s: $repairs repairs (backing off), and the slices are back after it stops"
+else
+  bad "6 s of a deleter every 0.1 s: $repairs repairs (want 2..8, then the slices back): $(grep -c 'again' "$W/dra.log") backoff lines"
+fi
+
 # ---- 2. a claim of one token withdraws the whole device ------------------------------------------
 ex_name=$(slices | jq -r --arg d "${ibdev0:-x}" '.items[].spec.devices[] | select(.attributes.rdmaDevice.string == $d and .attributes.mode.string == "exclusive") | .name')
 tok_name=$(slices | jq -r --arg d "${ibdev0:-x}" '[.items[].spec.devices[] | select(.attributes.rdmaDevice.string == $d and .attributes.mode.string == "shared") | .name][0]')
