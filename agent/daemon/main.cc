@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   dra.plugins_registry_dir = opts.paths.plugins_registry_dir;
   dra.state_dir = opts.paths.state_dir;
   dra.slices.taint_unhealthy = absl::GetFlag(FLAGS_dra_taint_unhealthy);
+  // A node that ran the device-plugin agent: its grants stay until their Pods end.
+  dra.podresources_socket = opts.paths.PodResourcesSocket();
+  dra.kubelet_checkpoint = opts.paths.KubeletCheckpoint();
   // std::function must be copyable: the client waits in a shared holder and
   // moves into the front, which the agent makes once.
   opts.front_name = "dra";

@@ -36,10 +36,26 @@ DraFront::DraFront(DraFrontOptions options, std::unique_ptr<kubeapi::KubeClient>
   po.slices = options_.slices;
   po.resync = options_.slice_resync;
   po.before_sync = [this] { OnPoolsChanged(); };
-  publisher_ = std::make_unique<SlicePublisher>(po, client_.get(), [this] { return Snapshots(); });
+  po.ready = [this] { return claims_->status().listed; };
+  publisher_ =
+      std::make_unique<SlicePublisher>(po, client_.get(), [this] { return PublishedSnapshots(); });
   claims_ = std::make_unique<ClaimHolds>(
       ClaimHoldsOptions{kDriverName, options_.node_name}, client_.get(), [this] { return Names(); },
-      [this](const holds::KubeletView& view) { registry_->SetHolds(view); });
+      [this](const holds::KubeletView& view) { OnClaimsView(view); });
+  if (!options_.podresources_socket.empty() || !options_.kubelet_checkpoint.empty()) {
+    podresources::PodResourcesClientOptions pr;
+    pr.socket_path = options_.podresources_socket;
+    pr.use_get = false;
+    podresources_ = std::make_unique<podresources::PodResourcesClient>(pr);
+    holds::HoldsWatcherOptions ho;
+    ho.podresources_socket = options_.podresources_socket;
+    ho.checkpoint_path = options_.kubelet_checkpoint;
+    ho.interval = options_.device_plugin_holds_interval;
+    device_plugin_holds_ = std::make_unique<holds::HoldsWatcher>(
+        ho, podresources_.get(), [this](const holds::KubeletView& v) { OnDevicePluginView(v); },
+        // Neither source on this node: no device-plugin grant can exist.
+        [this] { OnDevicePluginView(holds::KubeletView{}); });
+  }
   kubeapi::WatchOptions wo;
   wo.collection_path = kResourceClaimsPath;
   claim_watch_ = std::make_unique<kubeapi::Watch>(client_.get(), wo, claims_.get());
@@ -84,7 +100,83 @@ void DraFront::RemovePool(const std::string& resource) {
   publisher_->Poke();
 }
 
-void DraFront::RefreshHolds() { claims_->Republish(); }
+void DraFront::RefreshHolds() {
+  if (device_plugin_holds_) device_plugin_holds_->RunRound();
+  claims_->Republish();
+}
+
+void DraFront::OnClaimsView(const holds::KubeletView& view) {
+  std::lock_guard<std::mutex> lock(views_mu_);
+  claims_view_ = view;
+  ApplyHoldsLocked();
+}
+
+void DraFront::OnDevicePluginView(const holds::KubeletView& view) {
+  std::set<std::pair<std::string, std::string>> units;
+  for (const podresources::PodDevices& e : view.entries) {
+    for (const std::string& id : e.device_ids) units.insert({e.resource, id});
+  }
+  bool changed;
+  {
+    std::lock_guard<std::mutex> lock(views_mu_);
+    // An incomplete view keeps what was known (a kubelet restart settling).
+    if (!view.complete) units.insert(device_plugin_units_.begin(), device_plugin_units_.end());
+    changed = units != device_plugin_units_;
+    if (changed && !units.empty()) {
+      LogInfo(Component::kDra,
+              "{} unit(s) held through device-plugin grants made before DRA mode: not published "
+              "until their Pods end",
+              units.size());
+    }
+    device_plugin_units_ = std::move(units);
+    device_plugin_view_ = view;
+    ApplyHoldsLocked();
+  }
+  if (changed) publisher_->Poke();
+}
+
+void DraFront::ApplyHoldsLocked() {
+  if (!claims_view_) return;  // the first claims view applies both
+  if (!device_plugin_holds_) {
+    registry_->SetHolds(*claims_view_);
+    return;
+  }
+  holds::KubeletView device_plugin;
+  if (device_plugin_view_) {
+    device_plugin = *device_plugin_view_;
+  } else {
+    device_plugin.complete = false;
+    device_plugin.incomplete_reason = "not read yet";
+  }
+  registry_->SetHolds(holds::WithDevicePluginHolds(*claims_view_, device_plugin));
+}
+
+std::vector<std::shared_ptr<const PoolSnapshot>> DraFront::PublishedSnapshots() const {
+  std::vector<std::shared_ptr<const PoolSnapshot>> pools = Snapshots();
+  std::lock_guard<std::mutex> lock(views_mu_);
+  if (device_plugin_units_.empty()) return pools;
+  // The devices those grants hold, then every unit of theirs in any pool.
+  std::map<std::string, std::string> held;  // device -> "<resource> grant"
+  for (const auto& snap : pools) {
+    for (const auto& [resource, id] : device_plugin_units_) {
+      if (snap->resource != resource) continue;
+      if (const PoolUnit* u = snap->FindUnit(id)) held.emplace(u->device, resource);
+    }
+  }
+  for (auto& snap : pools) {
+    bool touched = false;
+    auto copy = std::make_shared<PoolSnapshot>(*snap);
+    for (PoolUnit& u : copy->units) {
+      auto h = held.find(u.device);
+      if (h == held.end() || !u.withdrawn.empty()) continue;
+      u.withdrawn = absl::StrCat("withdrawn while device ", u.device,
+                                 " is held through a device-plugin grant of ", h->second);
+      touched = true;
+    }
+    if (touched) snap = std::move(copy);
+  }
+  return pools;
+}
 
 // A prepare's grant already withdrew the device; the claim watch confirms it.
 void DraFront::OnGrant() { publisher_->Poke(); }
@@ -123,6 +215,7 @@ absl::Status DraFront::Start() {
   // Until it succeeds, /readyz says why.
   publisher_->Start();
   publisher_->Poke();
+  if (device_plugin_holds_) device_plugin_holds_->Start();
   claim_thread_ = std::thread([this] { (void)claim_watch_->Run(); });
   if (absl::Status s = server_->Start(); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
@@ -136,6 +229,7 @@ void DraFront::Stop() {
     watches_.clear();
   }
   server_->Stop();
+  if (device_plugin_holds_) device_plugin_holds_->Stop();
   claim_watch_->Stop();
   if (claim_thread_.joinable()) claim_thread_.join();
   publisher_->Stop();

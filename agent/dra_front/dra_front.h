@@ -13,16 +13,23 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "agent/daemon/kubelet_front.h"
 #include "agent/daemon/side_files.h"
 #include "agent/dra_front/claim_holds.h"
 #include "agent/dra_front/dra_device_preparer.h"
 #include "agent/dra_front/slice_publisher.h"
+#include "agent/holds/holds_watcher.h"
 #include "agent/kubeapi/kube_client.h"
 #include "agent/kubeapi/watch.h"
+#include "agent/podresources/podresources_client.h"
 #include "agent/pools/pool_registry.h"
 #include "plugin/dra/dra_health_service.h"
 #include "plugin/dra/dra_plugin_service.h"
@@ -37,6 +44,12 @@ struct DraFrontOptions {
   std::string state_dir;             // the prepared-claims checkpoint goes in <state_dir>/dra
   SliceOptions slices;
   absl::Duration slice_resync = absl::Minutes(1);
+  // Grants the device-plugin mode made before the node moved to DRA: read
+  // from PodResources and the kubelet's device-manager checkpoint, as
+  // device-plugin mode does. Empty paths: not read.
+  std::string podresources_socket;
+  std::string kubelet_checkpoint;
+  absl::Duration device_plugin_holds_interval = absl::Seconds(2);
 };
 
 class DraFront : public KubeletFront {
@@ -65,6 +78,14 @@ class DraFront : public KubeletFront {
   // The pools changed: slices, health stream and holds follow.
   void OnPoolsChanged();
   void PublishHealth();
+  // The pools as the slices show them: a device that a device-plugin grant
+  // holds is withdrawn from every pool, its own included, since the scheduler
+  // cannot see that grant.
+  std::vector<std::shared_ptr<const PoolSnapshot>> PublishedSnapshots() const;
+  // Either source of holds changed: the registry gets both as one view.
+  void OnClaimsView(const holds::KubeletView& view);
+  void OnDevicePluginView(const holds::KubeletView& view);
+  void ApplyHoldsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(views_mu_);
 
   const DraFrontOptions options_;
   std::unique_ptr<kubeapi::KubeClient> client_;
@@ -78,6 +99,13 @@ class DraFront : public KubeletFront {
   std::unique_ptr<DraPluginService> plugin_;
   std::unique_ptr<DraHealthService> health_;
   std::unique_ptr<DraServer> server_;
+  std::unique_ptr<podresources::PodResourcesClient> podresources_;
+  std::unique_ptr<holds::HoldsWatcher> device_plugin_holds_;  // null: not read
+  mutable std::mutex views_mu_;
+  std::optional<holds::KubeletView> claims_view_ ABSL_GUARDED_BY(views_mu_);
+  std::optional<holds::KubeletView> device_plugin_view_ ABSL_GUARDED_BY(views_mu_);
+  // (resource, unit ID) of the device-plugin grants, for PublishedSnapshots.
+  std::set<std::pair<std::string, std::string>> device_plugin_units_ ABSL_GUARDED_BY(views_mu_);
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<PoolWatch>> watches_;  // by resource
   bool started_ = false;

@@ -171,6 +171,10 @@ void SlicePublisher::Run() {
       poked_ = false;
       slices_changed_ = false;
     }
+    if (options_.ready && !options_.ready()) {
+      next_sync = Clock::now() + std::chrono::milliseconds(200);
+      continue;
+    }
     // Our own writes come back through the watch too: those syncs find
     // nothing to do and cost one List.
     if (options_.before_sync && !only_slices_changed) options_.before_sync();

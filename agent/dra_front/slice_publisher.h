@@ -43,6 +43,10 @@ struct SlicePublisherOptions {
   // the resync (the front re-sends health and holds there, outside the
   // pools' locks); not for a change the slice watch saw.
   std::function<void()> before_sync;
+  // While this says false, nothing is written (checked every 200 ms): the
+  // front holds the first sync until the holds are known, so a restarted
+  // agent does not briefly publish what is held.
+  std::function<bool()> ready;
   // Watch our slices and sync when someone else changes them. The first such
   // repair is at once; more within `repair_quiet` of the last wait
   // initial_backoff, doubling up to max_backoff.

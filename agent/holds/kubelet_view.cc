@@ -62,4 +62,17 @@ std::vector<PodDevices> JoinListAndCheckpoint(const std::vector<PodDevices>& lis
   return out;
 }
 
+KubeletView WithDevicePluginHolds(KubeletView claims, const KubeletView& device_plugin) {
+  claims.entries.insert(claims.entries.end(), device_plugin.entries.begin(),
+                        device_plugin.entries.end());
+  claims.observed_at = std::min(claims.observed_at, device_plugin.observed_at);
+  if (!device_plugin.complete) {
+    claims.complete = false;
+    const std::string why = "device-plugin grants: " + device_plugin.incomplete_reason;
+    claims.incomplete_reason =
+        claims.incomplete_reason.empty() ? why : claims.incomplete_reason + "; " + why;
+  }
+  return claims;
+}
+
 }  // namespace fabric::holds

@@ -40,6 +40,14 @@ std::vector<podresources::PodDevices> JoinListAndCheckpoint(
     const std::vector<podresources::PodDevices>& listed,
     const std::vector<podresources::PodDevices>& checkpointed);
 
+// DRA mode's holds: the view of the allocated ResourceClaims plus the grants
+// the device-plugin mode made before the node moved to DRA (the kubelet keeps
+// them, and the Pods' containers keep their device nodes, until those Pods
+// end). Complete only when both are; observed at the older of the two.
+// Whether a missing grant proves anything is for the claims' view to say:
+// DRA's grants are prepares, which only claims confirm.
+KubeletView WithDevicePluginHolds(KubeletView claims, const KubeletView& device_plugin);
+
 }  // namespace fabric::holds
 
 #endif  // FABRIC_AGENT_HOLDS_KUBELET_VIEW_H_

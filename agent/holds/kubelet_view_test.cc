@@ -41,5 +41,33 @@ TEST(KubeletViewTest, ListEntriesTheCheckpointLacksAreKept) {
   EXPECT_TRUE(joined[0].pod_uid.empty());
 }
 
+TEST(KubeletViewTest, DevicePluginHoldsJoinTheClaimsView) {
+  KubeletView claims;
+  claims.entries = {{"team", "p", "c", kShared, {"mlx5_0.t0"}, "uid-p"}};
+  claims.observed_at = absl::FromUnixSeconds(200);
+  claims.proves_absence = true;
+  KubeletView legacy;
+  legacy.entries = {{"", "", "member", kEfa, {"efa1"}, "uid-old"}};
+  legacy.observed_at = absl::FromUnixSeconds(150);
+  legacy.proves_absence = false;  // e.g. a node with the checkpoint only
+
+  KubeletView both = WithDevicePluginHolds(claims, legacy);
+  ASSERT_EQ(both.entries.size(), 2u);
+  EXPECT_EQ(both.entries[1].device_ids, std::vector<std::string>{"efa1"});
+  EXPECT_EQ(both.observed_at, absl::FromUnixSeconds(150));
+  EXPECT_TRUE(both.complete);
+  EXPECT_TRUE(both.proves_absence) << "the claims' view decides";
+
+  legacy.complete = false;
+  legacy.incomplete_reason = "kubelet restart settling";
+  both = WithDevicePluginHolds(claims, legacy);
+  EXPECT_FALSE(both.complete);
+  EXPECT_EQ(both.incomplete_reason, "device-plugin grants: kubelet restart settling");
+  claims.complete = false;
+  claims.incomplete_reason = "ResourceClaims not listed yet";
+  EXPECT_EQ(WithDevicePluginHolds(claims, legacy).incomplete_reason,
+            "ResourceClaims not listed yet; device-plugin grants: kubelet restart settling");
+}
+
 }  // namespace
 }  // namespace fabric::holds

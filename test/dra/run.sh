@@ -13,7 +13,9 @@
 #      the device's uverbs node; a second claim the scheduler gave the whole
 #      device (the race between two syncs) is refused, naming the holder;
 #   4. /v1/node, /metrics and `fabricctl devices --agent` show the DRA state;
-#   5. restarted, fabric-dra answers the same prepare from its checkpoint;
+#   5. restarted, fabric-dra answers the same prepare from its checkpoint; a
+#      device the device-plugin mode granted (kubelet checkpoint) is not published
+#      in any pool until that grant ends;
 #   6. fabric-agent on the same node waits, naming fabric-dra (one front per node).
 # Usage: test/dra/run.sh BUILD_DIR
 set -uo pipefail
@@ -80,7 +82,8 @@ Y
 start_dra() {
   "$DRA" --node-name node-a --kube-api-server "$API" --kube-token-file "$W/token" \
     --kube-ca-file "$W/server.crt" --config "$W/config.yaml" --sysfs-root "$TREE/sys" \
-    --dev-root "$TREE/dev" --kubelet-root "$K" --state-dir "$W/state" --cdi-dir "$W/cdi" \
+    --dev-root "$TREE/dev" --kubelet-root "$K" --device-plugin-dir "$K/device-plugins" \
+    --state-dir "$W/state" --cdi-dir "$W/cdi" \
     --memlock-hook-path "" --metrics-address 127.0.0.1:0 --sample-period 1s >>"$W/dra.log" 2>&1 &
   DRA_PID=$!
   pids+=($DRA_PID)
@@ -206,6 +209,34 @@ if grep -qF "device.gpustack.ai/efa_shared=$ibdev0" <<<"$out"; then
   ok "after a restart, shared-one prepared again with the same CDI name"
 else
   bad "after a restart: $out; $(tail -5 "$W/dra.log")"
+fi
+
+# ---- 5b. a node that ran the device-plugin agent -----------------------------------------------------
+# Its grants stay in the kubelet's device-manager checkpoint (and PodResources)
+# until their Pods end; the scheduler cannot see them, so fabric-dra publishes
+# no unit of such a device, in any pool, until then.
+legacy=$(slices | jq -r --arg d "${ibdev0:-x}" '[.items[].spec.devices[] | select(.attributes.mode.string == "exclusive" and .attributes.rdmaDevice.string != $d) | .attributes.rdmaDevice.string][0]')
+mkdir -p "$K/device-plugins"
+checkpoint() {  # DEVICE... (none: no grant)
+  jq -cn --args '{Data: {PodDeviceEntries: (if $ARGS.positional == [] then [] else [{PodUID: "dp-pod-uid",
+      ContainerName: "member", ResourceName: "vpc.amazonaws.com/efa", DeviceIDs: {"0": $ARGS.positional},
+      AllocResp: "CgA="}] end), RegisteredDevices: {}}, Checksum: 0}' "$@" \
+    >"$K/device-plugins/kubelet_internal_checkpoint"
+}
+units_of() { slices | jq --arg d "$1" '[.items[].spec.devices[] | select(.attributes.rdmaDevice.string == $d)] | length'; }
+kill "$DRA_PID"; wait "$DRA_PID" 2>/dev/null
+checkpoint "$legacy"
+start_dra
+if [[ $legacy != null ]] && wait_for 20 eval '[[ $(units_of "$legacy") == 0 && $(slices | jq "[.items[].spec.devices[]] | length") -gt 80 ]]'; then
+  ok "a device-plugin grant of $legacy (kubelet checkpoint): none of its 3 units published"
+else
+  bad "device-plugin grant of $legacy: $(units_of "$legacy") of its units still published; $(grep -i 'device-plugin' "$W/dra.log" | tail -2)"
+fi
+checkpoint
+if wait_for 20 eval '[[ $(units_of "$legacy") == 3 ]]'; then
+  ok "the grant's Pod gone from the checkpoint: $legacy published again (exclusive + 2 tokens)"
+else
+  bad "$legacy not published again after its grant ended: $(units_of "$legacy") unit(s)"
 fi
 
 # ---- 6. one front per node --------------------------------------------------------------------------
