@@ -51,9 +51,12 @@ RdmaResource Make(ResourceKind kind, const std::string& device, uint32_t id, uin
 }
 }  // namespace
 
-RdmaResource Qp(const std::string& device, uint32_t lqpn, uint32_t pid, uint32_t port) {
+RdmaResource Qp(const std::string& device, uint32_t lqpn, uint32_t pid, uint32_t port,
+               uint8_t state) {
   RdmaResource r = Make(ResourceKind::kQp, device, lqpn, pid);
   r.port = port;
+  r.qp_type = 2;  // IB_QPT_RC
+  r.qp_state = state;
   return r;
 }
 RdmaResource Cq(const std::string& device, uint32_t cqn, uint32_t pid) {
@@ -71,6 +74,11 @@ RdmaResource KernelOwned(ResourceKind kind, const std::string& device, uint32_t 
                          const std::string& kern_name) {
   RdmaResource r = Make(kind, device, id, 0);
   r.kern_name = kern_name;
+  if (kind == ResourceKind::kQp) {
+    // ib_core owns the ports' MAD QPs (GSI); other kernel owners are ULPs.
+    r.qp_type = kern_name == "ib_core" ? kQpTypeGsi : 4;  // GSI or UD (IPoIB's)
+    r.qp_state = kQpStateRts;
+  }
   return r;
 }
 

@@ -35,11 +35,14 @@ class FakeResourceSource : public ResourceSource {
 };
 
 // Shorthands for building lists in tests.
-RdmaResource Qp(const std::string& device, uint32_t lqpn, uint32_t pid, uint32_t port = 1);
+// An RC QP; `state` RTS (connected) unless given (kQpStateReset: a probe).
+RdmaResource Qp(const std::string& device, uint32_t lqpn, uint32_t pid, uint32_t port = 1,
+                uint8_t state = kQpStateRts);
 RdmaResource Cq(const std::string& device, uint32_t cqn, uint32_t pid);
 RdmaResource Mr(const std::string& device, uint32_t mrn, uint32_t pid, uint64_t bytes);
 RdmaResource Pd(const std::string& device, uint32_t pdn, uint32_t pid);
-// A kernel-owned resource ("ib_core", "rdma_cm").
+// A kernel-owned resource ("ib_core", "rdma_cm"). A QP of ib_core is its
+// GSI QP; one of another owner a UD QP (IPoIB's kind), both RTS.
 RdmaResource KernelOwned(ResourceKind kind, const std::string& device, uint32_t id,
                          const std::string& kern_name);
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/mono_clock.h"
 #include "agent/base/utf8.h"
+#include "agent/netns/rdma_netlink_wire.h"
 #include "agent/restrack/restrack_wire.h"
 
 namespace fabric::restrack {
@@ -62,6 +64,9 @@ absl::Status SocketError(int err, absl::string_view op, absl::string_view what) 
                       absl::StrCat(op, " ", what, ": ", ErrnoText(err)));
 }
 
+// How one device's dumps ended, when not with an error for the whole Dump.
+enum class DeviceEnd { kDumped, kVanished, kFailed };
+
 // A request's outcome that the caller decides about (anything else is an
 // error status already).
 struct Outcome {
@@ -83,25 +88,37 @@ class DumpRun {
   absl::StatusOr<std::vector<RdmaResource>> Run() {
     absl::Status st = Connect();
     if (!st.ok()) return st;
+    st = RequireSharedNetnsMode();
+    if (!st.ok()) return st;
     absl::StatusOr<std::vector<wire::DeviceHandle>> devices = ListDevices();
     if (!devices.ok()) return devices.status();
     std::vector<RdmaResource> all;
+    size_t dumped = 0;
+    absl::Status first_failure = absl::OkStatus();
     for (const wire::DeviceHandle& dev : *devices) {
       std::vector<RdmaResource> mine;
-      bool vanished = false;
+      DeviceEnd end = DeviceEnd::kDumped;
       for (ResourceKind kind :
            {ResourceKind::kQp, ResourceKind::kCq, ResourceKind::kMr, ResourceKind::kPd}) {
-        st = DumpOne(dev, kind, &mine, &vanished);
+        st = DumpOne(dev, kind, &mine, &end);
         if (!st.ok()) return st;
-        if (vanished) break;
+        if (end != DeviceEnd::kDumped) break;
       }
-      if (vanished) {
+      if (end == DeviceEnd::kVanished) {
         ++notes.vanished_devices;
         continue;
       }
+      if (end == DeviceEnd::kFailed) {  // named in notes.failed_devices
+        if (first_failure.ok()) first_failure = last_failure_;
+        continue;
+      }
+      ++dumped;
       all.insert(all.end(), std::make_move_iterator(mine.begin()),
                  std::make_move_iterator(mine.end()));
     }
+    // Every device refused the same way is the kernel's answer, not one
+    // device's trouble: say so for the whole Dump.
+    if (dumped == 0 && !notes.failed_devices.empty()) return first_failure;
     return all;
   }
 
@@ -194,6 +211,47 @@ class DumpRun {
     }
   }
 
+  // In the exclusive RDMA netns mode a netns sees only the devices bound to it:
+  // every resource of a device moved into a Pod, or of any device when this
+  // process is not in the host's netns, is out of sight, and an empty dump
+  // would read as "nobody uses the fabric". Kernels before 5.2 have neither
+  // the mode nor SYS_GET: shared.
+  absl::Status RequireSharedNetnsMode() {
+    const std::string what = "RDMA_NLDEV_CMD_SYS_GET (the RDMA netns mode)";
+    struct ModeSink : wire::MessageSink {
+      absl::Status OnMessage(absl::string_view message) override {
+        netns::NetnsMode m;
+        switch (netns::wire::ParseNetnsMode(reinterpret_cast<const nlmsghdr*>(message.data()), &m)) {
+          case netns::wire::ParseResult::kOk:
+            mode = m;
+            return absl::OkStatus();
+          case netns::wire::ParseResult::kAbsent:
+            return absl::OkStatus();
+          case netns::wire::ParseResult::kMalformed:
+            break;
+        }
+        return absl::InvalidArgumentError("RDMA_NLDEV_CMD_SYS_GET reply: malformed");
+      }
+      std::optional<netns::NetnsMode> mode;
+    } sink;
+    std::vector<uint64_t> aligned(MNL_SOCKET_BUFFER_SIZE / sizeof(uint64_t));
+    absl::StatusOr<Outcome> o =
+        Transact(netns::wire::PutSysGet(reinterpret_cast<char*>(aligned.data())), sink, what);
+    if (!o.ok()) return o.status();
+    if (o->kind != Outcome::Kind::kComplete) {
+      // No such command (EOPNOTSUPP, EINVAL): no modes either. Anything else
+      // is a socket in trouble, for the device list to find out again.
+      return Connect();
+    }
+    if (sink.mode == netns::NetnsMode::kExclusive) {
+      return absl::FailedPreconditionError(
+          "the kernel's RDMA netns mode is exclusive (rdma system set netns exclusive): a network "
+          "namespace sees only the RDMA devices bound to it, so the resources of the node's "
+          "devices and of devices moved into Pods cannot be observed from here");
+    }
+    return absl::OkStatus();
+  }
+
   // Whether the device is still listed: tells a device that disappeared from
   // a kernel that refuses the request.
   absl::StatusOr<bool> DevicePresent(uint32_t index) {
@@ -205,8 +263,18 @@ class DumpRun {
     return false;
   }
 
+  // A failure of this one device: its resources are left out and the others'
+  // kept, so one device in reset costs its own Pods' verdicts, not the node's.
+  absl::Status DeviceFailed(const wire::DeviceHandle& dev, const absl::Status& why,
+                            DeviceEnd* end) {
+    *end = DeviceEnd::kFailed;
+    notes.failed_devices[SanitizeUtf8(dev.name)] = std::string(why.message());
+    last_failure_ = why;
+    return absl::OkStatus();
+  }
+
   absl::Status DumpOne(const wire::DeviceHandle& dev, ResourceKind kind,
-                       std::vector<RdmaResource>* out, bool* vanished) {
+                       std::vector<RdmaResource>* out, DeviceEnd* end) {
     const std::string what = absl::StrCat(wire::CommandName(kind), " for RDMA device ",
                                           EscapeBytes(dev.name), " (index ", dev.index, ")");
     for (int attempt = 1;; ++attempt) {
@@ -230,20 +298,27 @@ class DumpRun {
         absl::StatusOr<bool> present = DevicePresent(dev.index);
         if (!present.ok()) return present.status();
         if (!*present) {
-          *vanished = true;
+          *end = DeviceEnd::kVanished;
           return absl::OkStatus();
         }
         absl::Status e = wire::KernelErrorStatus(o->kernel_errno, what);
         if (o->kernel_errno == EINVAL) {
-          // nldev answers EINVAL for an operation it does not have.
+          // nldev answers EINVAL for an operation it does not have: the
+          // kernel's limit, the same for every device.
           return absl::UnimplementedError(
               absl::StrCat(e.message(),
                            "; the device still exists, so this kernel has no such dump (QP "
                            "dumps need Linux 4.16, CQ/MR/PD dumps 4.18)"));
         }
-        return e;
+        // The device's own failure: a driver whose ib_query_qp fails while the
+        // device resets or a QP is torn down, or that cannot query at all.
+        return DeviceFailed(dev, e, end);
       }
-      if (attempt >= options_.attempts) return Exhausted(*o, what);
+      if (attempt >= options_.attempts) {
+        absl::Status e = Exhausted(*o, what);
+        if (o->kind == Outcome::Kind::kKernelError) return DeviceFailed(dev, e, end);
+        return e;  // the socket's trouble (overruns, interrupted dumps): every device's
+      }
       ++notes.retried_dumps;
     }
   }
@@ -259,6 +334,7 @@ class DumpRun {
   std::unique_ptr<NetlinkConnection> conn_;
   uint32_t seq_ = static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now()));
   size_t entries_seen_ = 0;
+  absl::Status last_failure_;
   std::vector<char> receive_buffer_;
   std::vector<char> request_buffer_;
 };

@@ -7,11 +7,15 @@
 // transient kernel error (EAGAIN, EBUSY, EINTR) restart that one dump on a
 // fresh socket, up to 3 times; a device that disappears between the list and
 // its dumps (the kernel answers EINVAL for an unknown index) is skipped, its
-// resources dropped, and counted in DumpNotes. Everything else fails the
-// whole Dump with the request and device named: the kernel's errno through
-// wire::KernelErrorStatus (EOPNOTSUPP, or EINVAL for a device that still
-// exists, i.e. a kernel without that dump, is kUnimplemented), a malformed
-// reply, more than wire::kMaxEntriesPerDump entries, no answer in time.
+// resources dropped, and counted in DumpNotes. A device whose dump the kernel
+// refuses while it still exists (any errno but EINVAL: a driver whose
+// ib_query_qp fails during a reset, EOPNOTSUPP; or transient errors on every
+// attempt) is left out and named in DumpNotes::failed_devices: the other
+// devices' resources are still returned. Everything else fails the whole
+// Dump with the request and device named: EINVAL for a device that still
+// exists (a kernel without that dump: kUnimplemented), a malformed reply,
+// more than wire::kMaxEntriesPerDump entries, restarts on every attempt, no
+// answer in time.
 #ifndef FABRIC_AGENT_RESTRACK_NETLINK_RESOURCE_SOURCE_H_
 #define FABRIC_AGENT_RESTRACK_NETLINK_RESOURCE_SOURCE_H_
 

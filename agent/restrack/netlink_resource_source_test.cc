@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,11 @@ using testing::DeviceMessage;
 using testing::DoneMessage;
 using ::testing::ElementsAre;
 using testing::ErrorMessage;
+using testing::GsiEntry;
 using ::testing::HasSubstr;
 using testing::KernelEntry;
 using testing::KernelEntryOf;
+using testing::Res;
 using testing::ResourceMessage;
 using testing::UserEntry;
 
@@ -47,6 +50,7 @@ struct Fault {
     kEintr,          // recv fails once with EINTR, then the answer
     kBusy,           // NLMSG_DONE(-EBUSY)
     kNoAnswer,       // nothing (recv times out: EAGAIN)
+    kDeviceError,    // NLMSG_DONE(-EIO): the driver's ib_query_qp failed (a device in reset)
     kStale,          // a message of another request first
     kGarbage,        // a reply whose table overflows the message
   };
@@ -66,6 +70,9 @@ class FakeKernel {
   size_t per_message = 1000;
   std::map<ResourceKind, int> refuse;  // kind -> errno in NLMSG_ERROR
   std::vector<Fault> faults;
+  // RDMA_NLDEV_SYS_ATTR_NETNS_MODE: 1 shared (the default), 0 exclusive;
+  // nullopt: a kernel before 5.2, without SYS_GET.
+  std::optional<uint8_t> netns_mode = 1;
   int connections = 0;
   std::vector<std::string> requests;
 
@@ -129,9 +136,21 @@ class FakeKernel {
     ASSERT_GE(len, sizeof(h));
     std::memcpy(&h, req, sizeof(h));
     const uint32_t seq = h.nlmsg_seq;
-    EXPECT_EQ(h.nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP);
     const int op = h.nlmsg_type & 0x3ff;
     ASSERT_EQ(h.nlmsg_type >> 10, RDMA_NL_NLDEV);
+    if (op == RDMA_NLDEV_CMD_SYS_GET) {  // nldev_sys_get_doit: one reply, then the ACK
+      EXPECT_EQ(h.nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
+      requests.push_back("sys");
+      if (!netns_mode) {
+        out->push_back({ErrorMessage(-EOPNOTSUPP, seq, portid)});
+        return;
+      }
+      testing::MessageBuilder m(h.nlmsg_type, seq, portid, 0);
+      mnl_attr_put_u8(m.nlh(), RDMA_NLDEV_SYS_ATTR_NETNS_MODE, *netns_mode);
+      out->push_back({m.Bytes() + ErrorMessage(0, seq, portid)});
+      return;
+    }
+    EXPECT_EQ(h.nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP);
     if (op == RDMA_NLDEV_CMD_GET) {
       requests.push_back("list");
       for (const FakeDevice& d : devices) {
@@ -191,6 +210,10 @@ class FakeKernel {
           return;
         case Fault::Type::kNoAnswer:
           return;
+        case Fault::Type::kDeviceError:
+          if (!messages.empty()) out->push_back({messages[0]});
+          out->push_back({DoneMessage(-EIO, seq, portid)});
+          return;
         case Fault::Type::kStale:
           out->push_back({ResourceMessage(kind, index, dev->name, {}, seq - 1, portid)});
           break;
@@ -215,26 +238,13 @@ class FakeKernel {
   }
 };
 
-RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t port, uint32_t id,
-                 uint32_t pid, const std::string& kern = "", uint64_t mr_bytes = 0) {
-  RdmaResource r;
-  r.kind = kind;
-  r.device = dev;
-  r.port = port;
-  r.id = id;
-  r.pid = pid;
-  r.kern_name = kern;
-  r.mr_bytes = mr_bytes;
-  return r;
-}
-
 class NetlinkResourceSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FakeDevice rxe0;
     rxe0.index = 1;
     rxe0.name = "rxe0";
-    rxe0.resources[ResourceKind::kQp] = {KernelEntryOf(1, "ib_core", 1), UserEntry(17, 164, 1),
+    rxe0.resources[ResourceKind::kQp] = {GsiEntry(1), UserEntry(17, 164, 1),
                                          UserEntry(18, 166, 1)};
     rxe0.resources[ResourceKind::kCq] = {KernelEntryOf(0, "ib_core"), UserEntry(1, 164),
                                          UserEntry(2, 166)};
@@ -281,7 +291,8 @@ TEST_F(NetlinkResourceSourceTest, EveryKindOfEveryDevice) {
   EXPECT_EQ(*got, Everything());
   EXPECT_EQ(kernel_.connections, 1);
   EXPECT_THAT(kernel_.requests,
-              ElementsAre("list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3", "pd@3"));
+              ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3",
+                          "pd@3"));
   DumpNotes notes = source->LastDumpNotes();
   EXPECT_EQ(notes.rejected_entries, 0u);
   EXPECT_EQ(notes.vanished_devices, 0u);
@@ -308,9 +319,11 @@ TEST_F(NetlinkResourceSourceTest, ADeviceThatDisappearsMidDumpIsSkipped) {
   EXPECT_EQ(*got, want);
   EXPECT_EQ(source->LastDumpNotes().vanished_devices, 1u);
   EXPECT_THAT(kernel_.requests,
-              ElementsAre("list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3", "list"));
+              ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3",
+                          "list"));
 }
 
+// A refusal for every device is no device's own failure: the whole Dump fails.
 TEST_F(NetlinkResourceSourceTest, AKernelWithoutTheDumpIsUnimplemented) {
   kernel_.refuse[ResourceKind::kCq] = EINVAL;  // Linux 4.16/4.17: QP dumps only
   absl::Status st = Source()->Dump().status();
@@ -363,10 +376,41 @@ TEST_F(NetlinkResourceSourceTest, RestartsAreBounded) {
   EXPECT_THAT(st.message(), HasSubstr("RDMA_NLDEV_CMD_RES_MR_GET for RDMA device mlx5_0 (index 3): "
                                       "the socket's receive buffer overran (ENOBUFS) on each of 3 "
                                       "attempts"));
+  // A device busy on every attempt is that device's failure: the others count.
   kernel_.faults = {{Fault::Type::kBusy, ResourceKind::kQp, 1, 10}};
-  st = Source()->Dump().status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(st.message(), HasSubstr("EBUSY"));
+  auto source = Source();
+  auto got = source->Dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<RdmaResource> want = Everything();
+  want.erase(want.begin(), want.begin() + 11);  // mlx5_0's only
+  EXPECT_EQ(*got, want);
+  DumpNotes notes = source->LastDumpNotes();
+  ASSERT_EQ(notes.failed_devices.count("rxe0"), 1u);
+  EXPECT_THAT(notes.failed_devices["rxe0"], HasSubstr("EBUSY"));
+}
+
+TEST_F(NetlinkResourceSourceTest, ADeviceTheKernelCannotDumpCostsOnlyItsOwnResources) {
+  // The driver's ib_query_qp fails for a device in reset: nldev ends that
+  // device's QP dump with the error, after what it had written.
+  kernel_.faults.push_back({Fault::Type::kDeviceError, ResourceKind::kQp, 1});
+  auto source = Source();
+  auto got = source->Dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<RdmaResource> want = Everything();
+  want.erase(want.begin(), want.begin() + 11);  // rxe0's partial answer is dropped
+  EXPECT_EQ(*got, want);
+  DumpNotes notes = source->LastDumpNotes();
+  EXPECT_EQ(notes.vanished_devices, 0u);
+  ASSERT_EQ(notes.failed_devices.size(), 1u);
+  EXPECT_THAT(notes.failed_devices["rxe0"],
+              HasSubstr("RDMA_NLDEV_CMD_RES_QP_GET for RDMA device rxe0 (index 1): the kernel "
+                        "answered EIO"));
+  // The device was asked once more whether it still exists, then skipped.
+  EXPECT_THAT(kernel_.requests,
+              ElementsAre("sys", "list", "qp@1", "list", "qp@3", "cq@3", "mr@3", "pd@3"));
+  // The next Dump starts clean.
+  EXPECT_EQ(*source->Dump(), Everything());
+  EXPECT_TRUE(source->LastDumpNotes().failed_devices.empty());
 }
 
 TEST_F(NetlinkResourceSourceTest, NoAnswerIsADeadline) {
@@ -418,6 +462,21 @@ TEST_F(NetlinkResourceSourceTest, TheEntryBoundSpansDevicesAndKinds) {
           "RDMA_NLDEV_CMD_RES_QP_GET for RDMA device mlx5_0 (index 3) dump: more than 1 entries"));
   options.max_entries = 14;
   EXPECT_TRUE(Source(options)->Dump().ok());
+}
+
+// The exclusive RDMA netns mode hides every device not bound to this netns:
+// an empty dump would read as "nobody uses the fabric", so it is refused.
+TEST_F(NetlinkResourceSourceTest, TheExclusiveNetnsModeIsNotObservable) {
+  kernel_.netns_mode = 0;
+  absl::Status st = Source()->Dump().status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("the kernel's RDMA netns mode is exclusive"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys"));
+  // A kernel without the mode (before 5.2) is shared.
+  kernel_.netns_mode.reset();
+  auto got = Source()->Dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, Everything());
 }
 
 TEST_F(NetlinkResourceSourceTest, ASocketThatCannotBeOpenedFailsTheDump) {

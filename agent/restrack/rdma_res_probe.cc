@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
     j["kern_name"] =
         r.kern_name.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.kern_name);
     j["mr_bytes"] = r.mr_bytes;
+    if (r.qp_type) j["qp_type"] = *r.qp_type;
+    if (r.qp_state) j["qp_state"] = fabric::restrack::QpStateName(*r.qp_state);
     PrintLine(j);
   }
   const fabric::restrack::DumpNotes notes = source->LastDumpNotes();
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
               {{"rejected_entries", notes.rejected_entries},
                {"vanished_devices", notes.vanished_devices},
                {"retried_dumps", notes.retried_dumps},
+               {"failed_devices", notes.failed_devices},
                {"reasons", notes.reasons}}}});
   return 0;
 }

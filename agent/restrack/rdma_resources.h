@@ -18,7 +18,9 @@
 #define FABRIC_AGENT_RESTRACK_RDMA_RESOURCES_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +43,35 @@ struct RdmaResource {
   uint32_t pid = 0;
   std::string kern_name;
   uint64_t mr_bytes = 0;  // MRs: RDMA_NLDEV_ATTR_RES_MRLEN
+  // QPs: the kernel's enum ib_qp_type and ib_qp_state (RDMA_NLDEV_ATTR_RES_TYPE
+  // and _STATE, from ib_query_qp at dump time); nullopt where the reply has none.
+  std::optional<uint8_t> qp_type, qp_state;
   bool operator==(const RdmaResource&) const = default;
 };
+
+// The kernel's values (include/rdma/ib_verbs.h), a stable ABI.
+inline constexpr uint8_t kQpTypeSmi = 0, kQpTypeGsi = 1;
+inline constexpr uint8_t kQpStateReset = 0, kQpStateInit = 1, kQpStateRtr = 2, kQpStateRts = 3,
+                         kQpStateSqd = 4, kQpStateSqe = 5, kQpStateErr = 6;
+// "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "state N" otherwise.
+std::string QpStateName(uint8_t state);
+
+// Whether a QP can move bytes on the wire: ready to receive or to send (RTR,
+// RTS, SQD, SQE). A QP in RESET or INIT was never connected: libfabric 1.17's
+// verbs provider creates and destroys one per device in fi_getinfo() to learn
+// its limits (vrb_get_qp_cap), so any process that merely lists providers
+// owns such a QP for a moment. One in ERR moves nothing any more. A QP whose
+// state the reply did not give counts (every kernel since 4.16 gives it).
+bool QpCanMoveBytes(const RdmaResource& qp);
+
+// QPs of the RDMA stack itself, which never carry a workload's bytes: the
+// management QPs every port has (SMI QP0, GSI QP1: subnet management and
+// connection-setup MADs; ib_core creates no other), and a driver's own work
+// QPs (mlx5_ib's UMR QP posts memory registrations to the local HCA;
+// kern_name is the module that called ib_create_qp). A kernel QP of any
+// other owner (ib_ipoib; rdma_cm, which creates the QPs of NFS/RDMA, iSER,
+// NVMe-oF and Lustre o2ib) is a user of the wire.
+bool IsStackInternalQp(const RdmaResource& qp);
 
 // What the last Dump() left out, for logs and metrics.
 struct DumpNotes {
@@ -54,6 +83,10 @@ struct DumpNotes {
   uint32_t vanished_devices = 0;
   // Dumps restarted (interrupted, receive buffer overrun, a transient error).
   uint32_t retried_dumps = 0;
+  // Devices whose dumps the kernel refused (a driver whose ib_query_qp fails
+  // while the device resets, or that cannot query a QP at all), with why.
+  // Their resources are not in the result; every other device's are.
+  std::map<std::string, std::string> failed_devices;
   // The first few reasons for rejections, already escaped (safe to log).
   std::vector<std::string> reasons;
 };

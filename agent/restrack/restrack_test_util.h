@@ -27,6 +27,9 @@ struct KernelEntry {
   std::string kern_name;    // kernel resource: RES_KERN_NAME when non-empty
   uint64_t mr_bytes = 0;    // MRs
   bool old_layout = false;  // Linux 4.18-5.0: no CQN/MRN/PDN, no PDN/CTXN links
+  // QPs: enum ib_qp_type and ib_qp_state as ib_query_qp reports them.
+  uint8_t qp_type = 2;   // IB_QPT_RC
+  uint8_t qp_state = 3;  // IB_QPS_RTS
 };
 
 inline KernelEntry UserEntry(uint32_t id, uint32_t pid, uint32_t port = 0, uint64_t mr_bytes = 0) {
@@ -44,6 +47,32 @@ inline KernelEntry KernelEntryOf(uint32_t id, const std::string& kern_name, uint
   e.kern_name = kern_name;
   e.port = port;
   return e;
+}
+
+// ib_core's GSI QP (QP1) of a port, as every device lists it.
+inline KernelEntry GsiEntry(uint32_t port) {
+  KernelEntry e = KernelEntryOf(1, "ib_core", port);
+  e.qp_type = 1;  // IB_QPT_GSI
+  return e;
+}
+
+// What the parser makes of an entry built by MessageBuilder: a QP is RC and
+// RTS, ib_core's the GSI QP (KernelEntry's defaults, GsiEntry).
+inline RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t port, uint32_t id,
+                        uint32_t pid, const std::string& kern = "", uint64_t mr_bytes = 0) {
+  RdmaResource r;
+  r.kind = kind;
+  r.device = dev;
+  r.port = port;
+  r.id = id;
+  r.pid = pid;
+  r.kern_name = kern;
+  r.mr_bytes = mr_bytes;
+  if (kind == ResourceKind::kQp) {
+    r.qp_type = kern == "ib_core" ? kQpTypeGsi : 2;  // GSI or RC
+    r.qp_state = kQpStateRts;
+  }
+  return r;
 }
 
 // A netlink message under construction in an aligned buffer.
@@ -84,12 +113,17 @@ class MessageBuilder {
         mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_LQPN, e.id);
         if (!kernel && !e.old_layout) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, 1);
         NamePid(e);
-        mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_RQPN, e.id + 1);
-        mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_RQ_PSN, 0x1234);
+        // fill_res_qp_entry_query: the connected types' peer, then the rest.
+        if (e.qp_type == 2 || e.qp_type == 3) {  // RC, UC
+          mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_RQPN, e.id + 1);
+          mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_RQ_PSN, 0x1234);
+        }
         mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_SQ_PSN, 0x5678);
-        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE, 3);
-        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_TYPE, 2);   // RC
-        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_STATE, 3);  // RTS
+        if (e.qp_type == 2 || e.qp_type == 3 || e.qp_type == 10) {  // RC, UC, XRC_TGT
+          mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE, 3);
+        }
+        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_TYPE, e.qp_type);
+        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_STATE, e.qp_state);
         break;
       case ResourceKind::kCq:
         mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CQE, 256);

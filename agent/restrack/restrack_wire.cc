@@ -15,20 +15,6 @@
 
 namespace fabric::restrack {
 
-const char* ResourceKindName(ResourceKind kind) {
-  switch (kind) {
-    case ResourceKind::kQp:
-      return "qp";
-    case ResourceKind::kCq:
-      return "cq";
-    case ResourceKind::kMr:
-      return "mr";
-    case ResourceKind::kPd:
-      return "pd";
-  }
-  return "?";
-}
-
 namespace wire {
 namespace {
 
@@ -40,7 +26,8 @@ static_assert(RDMA_NLDEV_CMD_RES_QP_GET == 10 && RDMA_NLDEV_CMD_RES_CQ_GET == 12
 static_assert(RDMA_NLDEV_ATTR_DEV_INDEX == 1 && RDMA_NLDEV_ATTR_DEV_NAME == 2 &&
               RDMA_NLDEV_ATTR_PORT_INDEX == 3);
 static_assert(RDMA_NLDEV_ATTR_RES_QP == 19 && RDMA_NLDEV_ATTR_RES_QP_ENTRY == 20 &&
-              RDMA_NLDEV_ATTR_RES_LQPN == 21 && RDMA_NLDEV_ATTR_RES_PID == 28 &&
+              RDMA_NLDEV_ATTR_RES_LQPN == 21 && RDMA_NLDEV_ATTR_RES_TYPE == 26 &&
+              RDMA_NLDEV_ATTR_RES_STATE == 27 && RDMA_NLDEV_ATTR_RES_PID == 28 &&
               RDMA_NLDEV_ATTR_RES_KERN_NAME == 29);
 static_assert(RDMA_NLDEV_ATTR_RES_CQ == 35 && RDMA_NLDEV_ATTR_RES_CQ_ENTRY == 36 &&
               RDMA_NLDEV_ATTR_RES_MR == 40 && RDMA_NLDEV_ATTR_RES_MR_ENTRY == 41 &&
@@ -104,6 +91,10 @@ std::string AttrName(uint16_t type) {
       return "RDMA_NLDEV_ATTR_RES_KERN_NAME";
     case RDMA_NLDEV_ATTR_RES_MRLEN:
       return "RDMA_NLDEV_ATTR_RES_MRLEN";
+    case RDMA_NLDEV_ATTR_RES_TYPE:
+      return "RDMA_NLDEV_ATTR_RES_TYPE";
+    case RDMA_NLDEV_ATTR_RES_STATE:
+      return "RDMA_NLDEV_ATTR_RES_STATE";
     case RDMA_NLDEV_ATTR_RES_QP:
       return "RDMA_NLDEV_ATTR_RES_QP";
     case RDMA_NLDEV_ATTR_RES_CQ:
@@ -172,6 +163,12 @@ absl::Status WalkAttrs(absl::string_view block, size_t block_offset, absl::strin
 absl::Status WrongSize(absl::string_view what, const Attr& a, size_t want) {
   return Malformed(what, absl::StrFormat("%s at byte %d has %d payload bytes, expected %d",
                                          AttrName(a.type), a.offset, a.payload.size(), want));
+}
+
+absl::Status GetU8(absl::string_view what, const Attr& a, std::optional<uint8_t>* out) {
+  if (a.payload.size() != sizeof(uint8_t)) return WrongSize(what, a, sizeof(uint8_t));
+  *out = static_cast<uint8_t>(a.payload[0]);
+  return absl::OkStatus();
 }
 
 absl::Status GetU32(absl::string_view what, const Attr& a, uint32_t* out) {
@@ -258,7 +255,8 @@ absl::Status CheckDeviceName(absl::string_view name) {
 // One *_ENTRY nest: the fields of RdmaResource, each at most once.
 absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_attr,
                         const Attr& entry, RdmaResource* out) {
-  bool port = false, id = false, pid = false, kern = false, mrlen = false;
+  bool port = false, id = false, pid = false, kern = false, mrlen = false, type = false,
+       state = false;
   absl::Status st = WalkAttrs(
       entry.payload, entry.offset + kAttrHeaderBytes, what, [&](const Attr& a) -> absl::Status {
         auto once = [&](bool* seen) {
@@ -287,7 +285,15 @@ absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_a
           if (s = once(&mrlen); !s.ok()) return s;
           return GetU64(what, a, &out->mr_bytes);
         }
-        return absl::OkStatus();  // state, keys, driver details...
+        if (a.type == RDMA_NLDEV_ATTR_RES_TYPE && kind == ResourceKind::kQp) {
+          if (s = once(&type); !s.ok()) return s;
+          return GetU8(what, a, &out->qp_type);
+        }
+        if (a.type == RDMA_NLDEV_ATTR_RES_STATE && kind == ResourceKind::kQp) {
+          if (s = once(&state); !s.ok()) return s;
+          return GetU8(what, a, &out->qp_state);
+        }
+        return absl::OkStatus();  // PSNs, keys, driver details...
       });
   if (!st.ok()) return st;
   if (pid && kern) {

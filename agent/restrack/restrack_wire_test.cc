@@ -17,7 +17,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::KernelEntry;
+using testing::GsiEntry;
 using testing::KernelEntryOf;
+using testing::Res;
 using testing::MessageBuilder;
 using testing::ResourceMessage;
 using testing::UserEntry;
@@ -27,19 +29,6 @@ constexpr uint16_t kNldev = 5 << 10;  // RDMA_NL_NLDEV << 10
 constexpr uint16_t kDevIndex = 1, kDevName = 2, kPortIndex = 3;
 constexpr uint16_t kResQp = 19, kResQpEntry = 20, kLqpn = 21, kPid = 28, kKernName = 29;
 constexpr uint16_t kResMr = 40, kResMrEntry = 41, kMrlen = 45;
-
-RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t port, uint32_t id,
-                 uint32_t pid, const std::string& kern = "", uint64_t mr_bytes = 0) {
-  RdmaResource r;
-  r.kind = kind;
-  r.device = dev;
-  r.port = port;
-  r.id = id;
-  r.pid = pid;
-  r.kern_name = kern;
-  r.mr_bytes = mr_bytes;
-  return r;
-}
 
 std::vector<RdmaResource> ParseOk(ResourceKind kind, const std::vector<std::string>& messages,
                                   std::optional<uint32_t> dev = std::nullopt) {
@@ -85,13 +74,55 @@ TEST(RestrackWireTest, ResourceDumpRequestsNameTheDevice) {
 
 TEST(RestrackWireTest, QpsWithPidsAndTheKernelsOwn) {
   const std::string m = ResourceMessage(ResourceKind::kQp, 1, "rxe0",
-                                        {KernelEntryOf(1, "ib_core", 1), UserEntry(17, 164, 1),
+                                        {GsiEntry(1), UserEntry(17, 164, 1),
                                          UserEntry(18, 166, 1), UserEntry(19, 170)});
   EXPECT_THAT(ParseOk(ResourceKind::kQp, {m}, 1u),
               ElementsAre(Res(ResourceKind::kQp, "rxe0", 1, 1, 0, "ib_core"),
                           Res(ResourceKind::kQp, "rxe0", 1, 17, 164),
                           Res(ResourceKind::kQp, "rxe0", 1, 18, 166),
                           Res(ResourceKind::kQp, "rxe0", 0, 19, 170)));
+}
+
+// libfabric 1.17's verbs provider creates a QP per device in fi_getinfo to
+// learn its limits and destroys it at once, never connected: the dump says
+// RESET. Only QPs past INIT, and not the stack's own, can move bytes.
+TEST(RestrackWireTest, QpStatesAndTypesSayWhichQpsCanMoveBytes) {
+  KernelEntry probe = UserEntry(30, 500, 0);
+  probe.qp_state = kQpStateReset;
+  KernelEntry init = UserEntry(31, 500, 1);
+  init.qp_state = kQpStateInit;
+  KernelEntry rtr = UserEntry(32, 500, 1);
+  rtr.qp_state = kQpStateRtr;
+  KernelEntry dead = UserEntry(33, 500, 1);
+  dead.qp_state = kQpStateErr;
+  KernelEntry ud = UserEntry(34, 500, 1);
+  ud.qp_type = 4;  // UD: no RQPN, RQ_PSN or PATH_MIG_STATE in the entry
+  KernelEntry ipoib = KernelEntryOf(35, "ib_ipoib", 1);
+  ipoib.qp_type = 4;
+  KernelEntry umr = KernelEntryOf(36, "mlx5_ib", 0);
+  umr.qp_type = 0;  // MLX5_IB_QPT_REG_UMR truncated to the reply's u8
+  std::vector<RdmaResource> got = ParseOk(
+      ResourceKind::kQp, {ResourceMessage(ResourceKind::kQp, 1, "mlx5_0",
+                                          {GsiEntry(1), probe, init, rtr, dead, ud, ipoib, umr})});
+  ASSERT_EQ(got.size(), 8u);
+  std::vector<std::string> states;
+  std::vector<bool> moves, internal;
+  for (const RdmaResource& r : got) {
+    ASSERT_TRUE(r.qp_state.has_value() && r.qp_type.has_value());
+    states.push_back(QpStateName(*r.qp_state));
+    moves.push_back(QpCanMoveBytes(r));
+    internal.push_back(IsStackInternalQp(r));
+  }
+  EXPECT_THAT(states, ElementsAre("RTS", "RESET", "INIT", "RTR", "ERR", "RTS", "RTS", "RTS"));
+  EXPECT_THAT(moves, ElementsAre(true, false, false, true, false, true, true, true));
+  EXPECT_THAT(internal, ElementsAre(true, false, false, false, false, false, false, true));
+  EXPECT_EQ(*got[0].qp_type, kQpTypeGsi);
+  EXPECT_EQ(*got[5].qp_type, 4);
+  EXPECT_EQ(QpStateName(9), "state 9");
+  // A reply without a state (none is known to omit it) counts as able to move.
+  RdmaResource bare = Res(ResourceKind::kQp, "rxe0", 1, 7, 9);
+  bare.qp_state.reset();
+  EXPECT_TRUE(QpCanMoveBytes(bare));
 }
 
 TEST(RestrackWireTest, CqsMrsAndPds) {
