@@ -109,7 +109,8 @@ absl::StatusOr<std::string> CountingProcFiles::Read(const std::string& path, siz
   return real_->Read(path, max_bytes);
 }
 
-absl::StatusOr<std::vector<std::string>> CountingProcFiles::List(const std::string& path) {
+absl::StatusOr<std::vector<ProcFiles::DirEntry>> CountingProcFiles::List(
+    const std::string& path) {
   ++lists_;
   if (before) {
     absl::Status s = before("list", path);
@@ -195,6 +196,7 @@ void FakeProcTree::AddProcess(uint32_t pid, const std::string& comm, const std::
                 "18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
                 pid, comm.c_str(), pid, pid, static_cast<unsigned long long>(start));
   WriteTestFile(dir + "/stat", stat);
+  WriteTestFile(dir + "/status", StatusText(comm, pid, pid));
   WriteTestFile(dir + "/net/dev", NetDevText(0, 0));
   const std::string netns = root_ + "/.netns/net-" + std::to_string(netns_id);
   if (netns_written_.insert(netns_id).second) {
@@ -231,10 +233,57 @@ void FakeProcTree::SetCgroupText(uint32_t pid, const std::string& text) {
 }
 
 void FakeProcTree::RemoveProcess(uint32_t pid) {
+  // Kept aside, not deleted: its inode stays taken, so a process added again
+  // under this PID gets another, as every new /proc/<pid> instance does.
+  const std::string gone = root_ + "/.gone/" + std::to_string(pid) + "-" +
+                           std::to_string(start_times_[pid]);
   std::error_code ec;
-  fs::remove_all(PidDir(pid), ec);
-  if (ec) Die("remove " + PidDir(pid) + ": " + ec.message());
+  fs::create_directories(root_ + "/.gone", ec);
+  fs::rename(PidDir(pid), gone, ec);
+  if (ec) Die("move " + PidDir(pid) + " aside: " + ec.message());
   start_times_.erase(pid);
+}
+
+void FakeProcTree::AddThread(uint32_t tid, uint32_t tgid, const std::string& comm) {
+  const std::string dir = PidDir(tgid) + "/task/" + std::to_string(tid);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) Die("mkdir " + dir + ": " + ec.message());
+  const uint64_t start = next_start_time_;
+  next_start_time_ += 37;
+  start_times_[tid] = start;
+  fs::copy_file(PidDir(tgid) + "/cgroup", dir + "/cgroup", ec);
+  if (ec) Die("copy cgroup to " + dir + ": " + ec.message());
+  WriteTestFile(dir + "/comm", comm + "\n");
+  char stat[512];
+  std::snprintf(stat, sizeof(stat),
+                "%u (%s) S 1 %u %u 0 -1 4194368 12 0 0 0 0 0 0 0 20 0 3 0 %llu 13168640 2336 "
+                "18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 -1 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+                tid, comm.c_str(), tgid, tgid, static_cast<unsigned long long>(start));
+  WriteTestFile(dir + "/stat", stat);
+  WriteTestFile(dir + "/status", StatusText(comm, tgid, tid));
+  // /proc/<tid> resolves, as the kernel's does, but is no directory entry of
+  // the root's own: readdir shows a link, which a scan skips.
+  const std::string link = root_ + "/" + std::to_string(tid);
+  const std::string target = std::to_string(tgid) + "/task/" + std::to_string(tid);
+  if (::symlink(target.c_str(), link.c_str()) != 0) {
+    Die("symlink " + link + ": " + std::strerror(errno));
+  }
+}
+
+void FakeProcTree::RemoveThread(uint32_t tid, uint32_t tgid) {
+  ::unlink((root_ + "/" + std::to_string(tid)).c_str());
+  std::error_code ec;
+  fs::remove_all(PidDir(tgid) + "/task/" + std::to_string(tid), ec);
+  if (ec) Die("remove thread " + std::to_string(tid) + ": " + ec.message());
+  start_times_.erase(tid);
+}
+
+std::string FakeProcTree::StatusText(const std::string& comm, uint32_t tgid, uint32_t pid) {
+  return "Name:\t" + comm + "\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t" +
+         std::to_string(tgid) + "\nNgid:\t0\nPid:\t" + std::to_string(pid) +
+         "\nPPid:\t1\nTracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n"
+         "FDSize:\t64\nThreads:\t1\n";
 }
 
 uint64_t FakeProcTree::StartTime(uint32_t pid) const {

@@ -13,7 +13,7 @@
 //   ProcPodSource source({.proc_root = tree.proc_root(),
 //                         .runtime_dirs = {{RuntimeKind::kContainerd, dir + "/k8s.io"}}});
 //
-// Per process <root>/<pid>/: cgroup, stat (start time in field 22), comm,
+// Per process <root>/<pid>/: cgroup, stat (start time in field 22), status, comm,
 // net/dev (lo plus eth0 with the given bytes), ns/net. ns/net is a symlink to
 // <root>/.netns/net-<id>: processes given the same netns id share the file, so
 // stat(2) gives them the same (st_dev, st_ino) as the kernel's nsfs does, and
@@ -88,6 +88,13 @@ class FakeProcTree {
   void SetCgroupText(uint32_t pid, const std::string& text);
   // The process exits: its directory goes.
   void RemoveProcess(uint32_t pid);
+  // A thread `tid` of process `tgid` (added before): <tgid>/task/<tid> with
+  // its own stat, status (Tgid: tgid) and comm, reachable as /proc/<tid>
+  // but, like the kernel's, not listed as a process.
+  void AddThread(uint32_t tid, uint32_t tgid, const std::string& comm = "worker");
+  void RemoveThread(uint32_t tid, uint32_t tgid);
+  // /proc/<pid>/status as the kernel prints its first lines.
+  static std::string StatusText(const std::string& comm, uint32_t tgid, uint32_t pid);
   uint64_t StartTime(uint32_t pid) const;
 
   // /proc/<pid>/cgroup text for a process of `c` on a node laid out as `style`.
@@ -130,7 +137,7 @@ class CountingProcFiles : public ProcFiles {
  public:
   CountingProcFiles() : real_(RealProcFiles()) {}
   absl::StatusOr<std::string> Read(const std::string& path, size_t max_bytes) override;
-  absl::StatusOr<std::vector<std::string>> List(const std::string& path) override;
+  absl::StatusOr<std::vector<DirEntry>> List(const std::string& path) override;
   absl::StatusOr<FileId> Stat(const std::string& path) override;
 
   // Reads of files named `basename` ("cgroup", "stat", "dev", "config.json").

@@ -65,6 +65,11 @@ class ProcSource {
   // One process (an RDMA resource's owner): NotFound when it is gone or not
   // in a Pod.
   virtual absl::StatusOr<PodProcess> Identify(uint32_t pid) = 0;
+  // The process (thread group) a task belongs to: the kernel names an RDMA
+  // resource's owner by the thread that created it, which may be any thread
+  // of the process. The PID itself for a process's main thread; NotFound when
+  // the task is gone.
+  virtual absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) = 0;
   // The interface bytes of the process's network namespace (/proc/<pid>/net/dev).
   virtual absl::StatusOr<NetBytes> NetDevBytes(uint32_t pid) = 0;
   // Whether the process shares the host's network namespace (a hostNetwork

@@ -11,9 +11,11 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/base/logging.h"
 #include "agent/base/utf8.h"
 #include "agent/podprocs/cgroup_path.h"
@@ -27,6 +29,7 @@ namespace {
 constexpr size_t kMaxNameBytes = 253;
 constexpr size_t kMaxStatBytes = 4096;
 constexpr size_t kMaxCommBytes = 256;
+constexpr size_t kMaxStatusBytes = 16384;
 // Names of containers that leave every scan are dropped; this bounds a
 // caller that only ever calls Names() without scanning.
 constexpr size_t kMaxCachedNames = 16384;
@@ -92,10 +95,10 @@ class RealFiles : public ProcFiles {
     return out;
   }
 
-  absl::StatusOr<std::vector<std::string>> List(const std::string& path) override {
+  absl::StatusOr<std::vector<DirEntry>> List(const std::string& path) override {
     std::unique_ptr<DIR, DirCloser> dir(::opendir(path.c_str()));
     if (!dir) return ErrnoStatus(errno, "opendir " + path);
-    std::vector<std::string> names;
+    std::vector<DirEntry> entries;
     for (;;) {
       errno = 0;
       const dirent* e = ::readdir(dir.get());
@@ -104,9 +107,10 @@ class RealFiles : public ProcFiles {
         break;
       }
       if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      names.emplace_back(e->d_name);
+      entries.push_back(DirEntry{e->d_name, static_cast<uint64_t>(e->d_ino),
+                                 e->d_type == DT_DIR || e->d_type == DT_UNKNOWN});
     }
-    return names;
+    return entries;
   }
 
   absl::StatusOr<FileId> Stat(const std::string& path) override {
@@ -140,6 +144,22 @@ std::unique_ptr<ProcFiles> RealProcFiles() { return std::make_unique<RealFiles>(
 
 std::vector<RuntimeStateDir> DefaultRuntimeStateDirs() {
   return {{RuntimeKind::kContainerd, kContainerdStateDir}, {RuntimeKind::kCrio, kCrioStateDir}};
+}
+
+absl::StatusOr<uint32_t> ParseStatusTgid(absl::string_view status_text) {
+  for (absl::string_view line : absl::StrSplit(status_text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "Tgid:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    uint32_t tgid = 0;
+    if (line.empty() || line.size() > 10 ||
+        line.find_first_not_of("0123456789") != absl::string_view::npos ||
+        !absl::SimpleAtoi(line, &tgid) || tgid == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("status has a bad Tgid: '", EscapeBytes(line, 32), "'"));
+    }
+    return tgid;
+  }
+  return absl::InvalidArgumentError("status has no Tgid line");
 }
 
 absl::StatusOr<uint64_t> ParseStatStartTime(absl::string_view stat_text) {
@@ -292,16 +312,33 @@ ProcPodSource::ReadResult ProcPodSource::ReadIdentity(uint32_t pid, Entry* entry
 
 absl::StatusOr<std::vector<PodProcess>> ProcPodSource::ScanPods() {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<std::vector<std::string>> names = files_->List(options_.proc_root);
-  if (!names.ok()) return names.status();
+  absl::StatusOr<std::vector<ProcFiles::DirEntry>> listed = files_->List(options_.proc_root);
+  if (!listed.ok()) return listed.status();
 
   ScanStats stats;
   std::map<uint32_t, Entry> next;
-  for (const std::string& name : *names) {
+  for (const ProcFiles::DirEntry& listing : *listed) {
     uint32_t pid = 0;
-    if (!ParsePid(name, &pid)) continue;
+    if (!listing.directory || !ParsePid(listing.name, &pid)) continue;
     ++stats.pids;
     auto old = cache_.find(pid);
+    std::optional<uint64_t> start;  // read already, for a PID whose instance changed
+    if (old != cache_.end() && old->second.dir_ino != listing.ino) {
+      // Another /proc/<pid> instance: the same process (its dentry was
+      // reclaimed) only if the start time says so.
+      absl::StatusOr<uint64_t> now = ReadStartTime(pid);
+      if (!now.ok() && absl::IsNotFound(now.status())) {
+        ++stats.vanished;
+        continue;
+      }
+      if (now.ok() && *now == old->second.start_time) {
+        old->second.dir_ino = listing.ino;
+      } else {
+        ++stats.reused;
+        old = cache_.end();  // a new process under an old PID: identify it afresh
+        if (now.ok()) start = *now;
+      }
+    }
     if (old != cache_.end()) {
       Entry entry = std::move(old->second);
       if (!entry.confirmed) {
@@ -319,7 +356,16 @@ absl::StatusOr<std::vector<PodProcess>> ProcPodSource::ScanPods() {
       continue;
     }
     Entry entry;
-    switch (ReadIdentity(pid, &entry, &stats)) {
+    entry.dir_ino = listing.ino;
+    ReadResult read;
+    if (start) {
+      entry.start_time = *start;
+      read = ReadCgroup(pid, &entry.identity, &stats);
+      entry.confirmed = entry.identity.has_value();
+    } else {
+      read = ReadIdentity(pid, &entry, &stats);
+    }
+    switch (read) {
       case ReadResult::kVanished:
         ++stats.vanished;
         continue;
@@ -382,6 +428,24 @@ absl::StatusOr<PodProcess> ProcPodSource::Identify(uint32_t pid) {
     return absl::NotFoundError(absl::StrCat("process ", pid, " is not in a Pod"));
   }
   return PodProcess{pid, *it->second.identity};
+}
+
+absl::StatusOr<uint32_t> ProcPodSource::ProcessOf(uint32_t tid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = PidPath(tid, "status");
+  absl::StatusOr<std::string> text = files_->Read(path, kMaxStatusBytes);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError(absl::StrCat("task ", tid, " is gone"));
+    }
+    return text.status();
+  }
+  if (text->empty()) return absl::NotFoundError(absl::StrCat("task ", tid, " is gone"));
+  absl::StatusOr<uint32_t> tgid = ParseStatusTgid(*text);
+  if (!tgid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tgid.status().message()));
+  }
+  return tgid;
 }
 
 absl::StatusOr<NetBytes> ProcPodSource::NetDevBytes(uint32_t pid) {

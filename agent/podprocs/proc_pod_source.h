@@ -37,10 +37,18 @@ class ProcFiles {
     uint64_t ino = 0;
     bool operator==(const FileId&) const = default;
   };
+  // One readdir entry: its inode number comes free with the name. /proc gives
+  // each /proc/<pid> instance a new inode (get_next_ino), so a PID reused by
+  // another process shows a different one.
+  struct DirEntry {
+    std::string name;
+    uint64_t ino = 0;
+    bool directory = true;  // d_type DT_DIR (or DT_UNKNOWN)
+  };
   virtual ~ProcFiles() = default;
   virtual absl::StatusOr<std::string> Read(const std::string& path, size_t max_bytes) = 0;
-  // Entry names of a directory (readdir order).
-  virtual absl::StatusOr<std::vector<std::string>> List(const std::string& path) = 0;
+  // Entries of a directory (readdir order), without "." and "..".
+  virtual absl::StatusOr<std::vector<DirEntry>> List(const std::string& path) = 0;
   // stat(2), following symlinks (for /proc/<pid>/ns/net: the namespace's inode).
   virtual absl::StatusOr<FileId> Stat(const std::string& path) = 0;
 };
@@ -84,6 +92,7 @@ struct ScanStats {
   size_t pod_processes = 0;  // returned
   size_t cgroup_reads = 0;   // /proc/<pid>/cgroup files read
   size_t vanished = 0;       // PIDs gone between readdir and read (not errors)
+  size_t reused = 0;         // cached PIDs that are another process now
   size_t unreadable = 0;     // other read errors (skipped, logged at debug)
 };
 
@@ -98,16 +107,21 @@ class ProcPodSource : public ProcSource {
   explicit ProcPodSource(Options options, std::unique_ptr<ProcFiles> files = nullptr);
 
   // readdir(proc_root), then for each PID not seen before (or seen once
-  // outside a Pod, see below) its stat start time and cgroup. PIDs no longer
-  // listed leave the cache. An unchanged node costs one readdir and no file
-  // reads. A PID first seen outside every Pod is read once more on the next
-  // scan before it is trusted: runc starts a container's (or an exec's)
-  // process in the runtime's cgroup and moves it into the container's an
-  // instant later. Error only when proc_root cannot be listed.
+  // outside a Pod, see below) its stat start time and cgroup. The cache is
+  // keyed by PID and start time: a cached PID whose directory inode changed
+  // (readdir gives it) has its start time read again, and a different one is
+  // another process, identified afresh. PIDs no longer listed leave the
+  // cache. An unchanged node costs one readdir and no file reads. A PID first
+  // seen outside every Pod is read once more on the next scan before it is
+  // trusted: runc starts a container's (or an exec's) process in the
+  // runtime's cgroup and moves it into the container's an instant later.
+  // Error only when proc_root cannot be listed.
   absl::StatusOr<std::vector<PodProcess>> ScanPods() override;
   // Checks the cached start time (one read of /proc/<pid>/stat), so a reused
   // PID is never attributed to the Pod of the process that had it before.
   absl::StatusOr<PodProcess> Identify(uint32_t pid) override;
+  // /proc/<tid>/status's Tgid (a thread's /proc/<tid> exists, unlisted).
+  absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) override;
   absl::StatusOr<NetBytes> NetDevBytes(uint32_t pid) override;
   absl::StatusOr<bool> InHostNetns(uint32_t pid) override;
   std::string Comm(uint32_t pid) override;
@@ -124,6 +138,7 @@ class ProcPodSource : public ProcSource {
  private:
   struct Entry {
     uint64_t start_time = 0;
+    uint64_t dir_ino = 0;  // of /proc/<pid> when last listed
     std::optional<CgroupIdentity> identity;  // nullopt: not in a Pod
     bool confirmed = false;                  // a non-Pod result read twice
   };
@@ -149,6 +164,10 @@ class ProcPodSource : public ProcSource {
 
 // The source for a node: proc root from `paths`, the default runtime dirs.
 std::unique_ptr<ProcSource> OpenProcPodSource(const HostPaths& paths);
+
+// The Tgid line of /proc/<pid>/status text: the process a task belongs to.
+// InvalidArgument when there is none.
+absl::StatusOr<uint32_t> ParseStatusTgid(absl::string_view status_text);
 
 // Field 22 (starttime, clock ticks since boot) of /proc/<pid>/stat text.
 // comm (field 2) may hold spaces and ')', so fields are counted after the

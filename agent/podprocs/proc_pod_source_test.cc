@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
@@ -130,6 +131,65 @@ TEST_F(ProcPodSourceTest, RescanReadsOnlyNewPids) {
   ASSERT_TRUE(procs.ok());
   EXPECT_EQ(files_->reads("cgroup"), 2);  // 5000, and 9002 once more
   EXPECT_EQ(Pids(*procs).count(5000), 0u);
+}
+
+// A PID reused between two scans, which never saw it missing: the cache is
+// keyed by PID and start time, so the new process is identified afresh (its
+// /proc/<pid> has another inode, as every new instance does).
+TEST_F(ProcPodSourceTest, APidReusedBetweenScansIsAnotherProcess) {
+  tree_.AddPodProcess(100, Container(1), CgroupStyle::kSystemdV2, 1);
+  tree_.AddHostProcess(200, "host-tool");
+  tree_.AddPodProcess(300, Container(3), CgroupStyle::kSystemdV2, 3);
+  auto source = Source();
+  ASSERT_TRUE(source->ScanPods().ok());
+  ASSERT_TRUE(source->ScanPods().ok());  // 200 confirmed outside every Pod
+
+  tree_.RemoveProcess(100);  // Pod 1's process exits; the PID goes to Pod 2's
+  tree_.AddPodProcess(100, Container(2), CgroupStyle::kSystemdV2, 2);
+  tree_.RemoveProcess(200);  // the host tool exits; the PID goes to Pod 4's
+  tree_.AddPodProcess(200, Container(4), CgroupStyle::kSystemdV2, 4);
+  files_->Reset();
+  absl::StatusOr<std::vector<PodProcess>> procs = source->ScanPods();
+  ASSERT_TRUE(procs.ok());
+  std::map<uint32_t, std::string> containers;
+  for (const PodProcess& p : *procs) containers[p.pid] = p.identity.container_id;
+  EXPECT_EQ(containers[100], FakeProcTree::ContainerId(2));
+  EXPECT_EQ(containers[200], FakeProcTree::ContainerId(4));
+  EXPECT_EQ(containers[300], FakeProcTree::ContainerId(3));
+  EXPECT_EQ(source->last_scan_stats().reused, 2u);
+  EXPECT_EQ(files_->reads("stat"), 2) << "only the two changed PIDs";
+
+  // Unchanged again: one readdir, no file read.
+  files_->Reset();
+  ASSERT_TRUE(source->ScanPods().ok());
+  EXPECT_EQ(files_->total_reads(), 0);
+  EXPECT_EQ(source->last_scan_stats().reused, 0u);
+}
+
+// The kernel names a resource's owner by its creating thread; /proc/<tid>
+// resolves though readdir does not list it.
+TEST_F(ProcPodSourceTest, ThreadsResolveToTheirProcessAndAreNotScanned) {
+  tree_.AddPodProcess(100, Container(1), CgroupStyle::kSystemdV2, 1);
+  tree_.AddThread(107, 100, "qp-setup");
+  auto source = Source();
+  absl::StatusOr<std::vector<PodProcess>> procs = source->ScanPods();
+  ASSERT_TRUE(procs.ok());
+  EXPECT_THAT(Pids(*procs), ::testing::ElementsAre(100u)) << "a thread is no process";
+  EXPECT_EQ(*source->ProcessOf(107), 100u);
+  EXPECT_EQ(*source->ProcessOf(100), 100u);
+  tree_.RemoveThread(107, 100);
+  EXPECT_EQ(source->ProcessOf(107).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(source->ProcessOf(4242).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ParseStatusTgid, KernelFormat) {
+  EXPECT_EQ(*ParseStatusTgid(FakeProcTree::StatusText("worker", 100, 107)), 100u);
+  EXPECT_EQ(*ParseStatusTgid("Name:\tx\nTgid:\t 42\nPid:\t43\n"), 42u);
+  for (const char* bad : {"Name:\tx\n", "Tgid:\t\n", "Tgid:\t-1\n", "Tgid:\t0\n",
+                          "Tgid:\t99999999999\n", "Tgid:\t4x\n"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(ParseStatusTgid(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST_F(ProcPodSourceTest, ProcessMovedIntoPodAfterFirstScanIsFound) {

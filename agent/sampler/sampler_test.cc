@@ -75,6 +75,10 @@ class FakeProcs : public podprocs::ProcSource {
     if (it == pods.end()) return absl::NotFoundError(absl::StrCat("pid ", pid, ": not in a Pod"));
     return podprocs::PodProcess{pid, it->second};
   }
+  absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) override {
+    if (pods.count(tid) || comms.count(tid)) return tid;
+    return absl::NotFoundError(absl::StrCat("task ", tid, " is gone"));
+  }
   absl::StatusOr<podprocs::NetBytes> NetDevBytes(uint32_t pid) override {
     netdev_calls.push_back(pid);
     if (gone.count(pid)) return absl::NotFoundError(absl::StrCat("/proc/", pid, "/net/dev"));

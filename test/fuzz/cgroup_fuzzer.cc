@@ -1,11 +1,12 @@
 // Bytes the agent reads from other processes' /proc entries and from the
 // container runtimes' state: agent/podprocs' ParseProcCgroup
 // (/proc/<pid>/cgroup), ParseNetDev (/proc/<pid>/net/dev, a Pod can name its
-// interfaces), ParseStatStartTime (/proc/<pid>/stat, comm is any bytes) and
+// interfaces), ParseStatStartTime (/proc/<pid>/stat, comm is any bytes),
+// ParseStatusTgid (/proc/<tid>/status, Name is any bytes) and
 // ParseRuntimeConfig (OCI config.json annotations, partly from the Pod spec).
-// Input: the first byte picks the parser ('n' net/dev, 's' stat, 'j'
-// containerd config, 'k' CRI-O config) and the rest is its text; any other
-// first byte gives the whole input to ParseProcCgroup.
+// Input: the first byte picks the parser ('n' net/dev, 's' stat, 't' status,
+// 'j' containerd config, 'k' CRI-O config) and the rest is its text; any
+// other first byte gives the whole input to ParseProcCgroup.
 // Invariants:
 // - cgroup: only OK, NotFound or InvalidArgument; InvalidArgument for input
 //   over 64 KiB; an accepted identity has a valid Pod UID that occurs in the
@@ -15,6 +16,8 @@
 // - net/dev: only OK or InvalidArgument; names are clean, never "lo", and
 //   the sums written back as one line each parse to the same sums;
 // - stat: an accepted start time is a decimal run of the input;
+// - status: only OK or InvalidArgument; an accepted Tgid is non-zero and a
+//   decimal run of the input;
 // - config: never throws, only InvalidArgument; accepted names are clean.
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +103,15 @@ void CheckStat(absl::string_view text) {
   if (start.ok()) FUZZ_CHECK(absl::StrContains(text, absl::StrCat(*start)));
 }
 
+void CheckStatus(absl::string_view text) {
+  absl::StatusOr<uint32_t> tgid = fabric::podprocs::ParseStatusTgid(text);
+  if (!tgid.ok()) {
+    FUZZ_CHECK(tgid.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  FUZZ_CHECK(*tgid != 0 && absl::StrContains(text, absl::StrCat(*tgid)));
+}
+
 void CheckConfig(fabric::podprocs::RuntimeKind kind, absl::string_view text) {
   absl::StatusOr<ContainerNames> n = fabric::podprocs::ParseRuntimeConfig(kind, text);
   if (!n.ok()) {
@@ -122,6 +134,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 's':
       CheckStat(rest);
+      break;
+    case 't':
+      CheckStatus(rest);
       break;
     case 'j':
       CheckConfig(fabric::podprocs::RuntimeKind::kContainerd, rest);

@@ -428,6 +428,10 @@ class OnePodProcs : public podprocs::ProcSource {
     if (pid != 4242) return absl::NotFoundError("gone");
     return Process();
   }
+  absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) override {
+    if (tid != 4242) return absl::NotFoundError("gone");
+    return tid;
+  }
   absl::StatusOr<podprocs::NetBytes> NetDevBytes(uint32_t) override {
     return podprocs::NetBytes{10, 20, {"eth0"}};
   }
