@@ -51,6 +51,7 @@ std::vector<PodDevices> JoinListAndCheckpoint(const std::vector<PodDevices>& lis
     auto key = std::make_tuple(d.ns, d.pod, d.pod_uid, d.container, d.resource);
     auto [it, inserted] = index.emplace(key, out.size());
     if (inserted) {
+      d.init_container = !d.pod.empty();  // its Pod is listed, but not this container
       out.push_back(std::move(d));
       continue;
     }

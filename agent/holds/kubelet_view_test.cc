@@ -23,6 +23,10 @@ TEST(KubeletViewTest, InitContainersOfAListedPodTakeItsName) {
   EXPECT_EQ(joined[1].ns, "ns");
   EXPECT_EQ(joined[1].pod, "p");
   EXPECT_EQ(joined[1].container, "init");
+  // The List shows app and sidecar containers only: the checkpoint's other
+  // container of a listed Pod is an init container (its end is no fallback).
+  EXPECT_TRUE(joined[1].init_container);
+  EXPECT_FALSE(joined[0].init_container);
 }
 
 TEST(KubeletViewTest, CheckpointPodsTheListDoesNotShowStayByUid) {
@@ -31,6 +35,7 @@ TEST(KubeletViewTest, CheckpointPodsTheListDoesNotShowStayByUid) {
   ASSERT_EQ(joined.size(), 1u);
   EXPECT_TRUE(joined[0].pod.empty());
   EXPECT_EQ(joined[0].pod_uid, "uid-q");
+  EXPECT_FALSE(joined[0].init_container) << "the List says nothing of this Pod";
 }
 
 TEST(KubeletViewTest, ListEntriesTheCheckpointLacksAreKept) {

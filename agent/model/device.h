@@ -104,7 +104,8 @@ struct NodeInventory {
 // pod_uid set. Ordered so a list of holds compares by content.
 struct PodDeviceHold {
   std::string ns, pod, container, resource, device;
-  std::string pod_uid;  // where the checkpoint gave it
+  std::string pod_uid;          // where the checkpoint gave it
+  bool init_container = false;  // podresources::PodDevices::init_container
   bool operator==(const PodDeviceHold&) const = default;
   auto operator<=>(const PodDeviceHold&) const = default;
 };

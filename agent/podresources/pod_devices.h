@@ -22,6 +22,9 @@ struct PodDevices {
   // (ns and pod are then empty until a List entry is matched to it); the v1
   // List API has no UID.
   std::string pod_uid;
+  // An init container's grant: the checkpoint has it for a Pod the List
+  // shows, while the List (app and sidecar containers only) does not.
+  bool init_container = false;
 
   bool operator==(const PodDevices&) const = default;
 };

@@ -106,8 +106,8 @@ bool PoolRegistry::SetHolds(const holds::KubeletView& view) {
         const PoolUnit* unit = snap->FindUnit(id);
         if (unit == nullptr) continue;
         seen.insert({entry.resource, id});
-        holds.push_back(
-            {entry.ns, entry.pod, entry.container, entry.resource, unit->device, entry.pod_uid});
+        holds.push_back({entry.ns, entry.pod, entry.container, entry.resource, unit->device,
+                         entry.pod_uid, entry.init_container});
       }
     }
     std::set<std::pair<std::string, std::string>> held_units = seen;
