@@ -29,6 +29,7 @@ Json DeviceJson(const DeviceObservation& d) {
               {"kind", std::string(DeviceKindName(d.kind))},
               {"owned",
                {{"qp", d.owned.qp},
+                {"qp_active", d.owned.qp_active},
                 {"cq", d.owned.cq},
                 {"mr", d.owned.mr},
                 {"mr_bytes", d.owned.mr_bytes},

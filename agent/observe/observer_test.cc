@@ -64,10 +64,10 @@ class FakeSampler {
     o.pod_uid = kUid;
     o.container_id = kCid;
     o.device = "rxe0";
-    o.owned.qp = 2;
+    o.owned.qp = o.owned.qp_active = 2;
     o.pids = {166};
     s->owned = {o};
-    s->names[kUid] = sampler::PodNames{"ml", "member-0", {{kCid, "engine"}}};
+    s->names[kUid] = sampler::PodNames{"ml", "member-0", {{kCid, "engine"}}, {}};
     ring_.push_back(std::move(s));
     if (ring_.size() > 120) ring_.erase(ring_.begin());
   }
@@ -185,7 +185,7 @@ TEST(Observer, DocumentHasTheIssuesKeys) {
   std::vector<std::string> dk = Keys(d);
   EXPECT_EQ(std::vector<std::string>(dk.begin(), dk.begin() + 5),
             (std::vector<std::string>{"device", "resource", "kind", "owned", "fabric_bytes"}));
-  EXPECT_THAT(Keys(d["owned"]), ElementsAre("qp", "cq", "mr", "mr_bytes", "pd"));
+  EXPECT_THAT(Keys(d["owned"]), ElementsAre("qp", "qp_active", "cq", "mr", "mr_bytes", "pd"));
   EXPECT_EQ(d["kind"], "rdma");
   EXPECT_EQ(d["owned"]["qp"], 2);
   EXPECT_EQ(d["holders"], nlohmann::json({"ml/member-0"}));
@@ -265,9 +265,10 @@ TEST(Observer, APodAskedForByNameWithoutGrantOrResources) {
     n.pid = 300;
     n.readable = true;
     n.tx_bytes = static_cast<uint64_t>(i) * 3 * kMiB;
+    n.container_ids = {kHostPathCid, kSandboxCid};
     s->pods = {n};
     s->names[kHostPathUid] =
-        sampler::PodNames{"ml", "hostpath", {{kHostPathCid, "sender"}, {kSandboxCid, ""}}};
+        sampler::PodNames{"ml", "hostpath", {{kHostPathCid, "sender"}}, {kSandboxCid}};
     ring.push_back(std::move(s));
   }
   TransportObserver obs;

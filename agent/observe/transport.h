@@ -28,16 +28,17 @@ const char* VerdictName(Verdict v);  // "efa" | "rdma" | "tcp" | "idle" | "unkno
 
 // Whose bytes a device's counters are.
 //  - exclusive: the container's grant of the device is from an exclusive pool;
-//  - sole-owner: a shared device on which only this Pod owned resources in the
-//    window (host processes and the kernel are not Pods; they are evidence);
-//  - shared-ambiguous: several Pods owned resources there; the bytes are the
-//    device total, the holders are listed;
+//  - sole-owner: a shared device on which only this Pod owned a QP that can
+//    move bytes in the window: no other Pod, host process, kernel ULP
+//    (IPoIB, NFS/RDMA, iSER...) or owner that cannot be identified did;
+//  - shared-ambiguous: someone else did too (the evidence names them); the
+//    bytes are the device total, the Pods among them are the holders;
 //  - per-process: per-QP/per-PID byte counters. Not produced today: no driver
 //    offers them (EFA and mlx5 have none in sysfs; rxe's opt-in per-QP
 //    counters count no bytes, fabric-facts.md restrack section). Kept so the
 //    schema need not change when one does;
-//  - none: the container owns no resource on the device, so none of its
-//    bytes are attributed to it.
+//  - none: the container owns no QP that can move bytes on the device (a PD,
+//    CQ or MR moves nothing), so none of its bytes are attributed to it.
 enum class Attribution { kNone, kExclusive, kSoleOwner, kSharedAmbiguous, kPerProcess };
 const char* AttributionName(Attribution a);
 
@@ -88,7 +89,7 @@ struct DeviceObservation {
   std::optional<uint64_t> fabric_bytes;    // device delta (null: packet-only or unknown)
   std::optional<uint64_t> fabric_packets;  // device delta (null: unknown)
   Attribution attribution = Attribution::kNone;
-  std::vector<std::string> holders;  // every Pod ("ns/pod" or the UID) owning resources here
+  std::vector<std::string> holders;  // every Pod ("ns/pod" or the UID) owning a moving QP here
 };
 
 struct ContainerObservation {
@@ -114,6 +115,7 @@ struct ContainerObservation {
 struct PodObservation {
   std::string ns, pod, pod_uid;
   bool host_network = false;
+  bool live = false;  // a process of the Pod is visible in the window's newest sample
   std::vector<ContainerObservation> containers;
 };
 

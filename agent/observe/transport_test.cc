@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,6 +20,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr char kUidA[] = "0a1b2c3d-0000-4000-8000-00000000000a";
 constexpr char kUidB[] = "0a1b2c3d-0000-4000-8000-00000000000b";
@@ -97,6 +99,7 @@ ContainerOwned Own(const std::string& uid, const std::string& cid, const std::st
   o.container_id = cid;
   o.device = device;
   o.owned.qp = qp;
+  o.owned.qp_active = qp;  // connected: they move bytes
   o.owned.cq = qp;
   o.owned.mr = 1;
   o.owned.mr_bytes = 4 * kMiB;
@@ -107,7 +110,7 @@ ContainerOwned Own(const std::string& uid, const std::string& cid, const std::st
 
 sampler::PodNames Names(const std::string& ns, const std::string& pod,
                         std::map<std::string, std::string> containers) {
-  return sampler::PodNames{ns, pod, std::move(containers)};
+  return sampler::PodNames{ns, pod, std::move(containers), {}};
 }
 
 const ContainerObservation& Only(const WindowResult& r) {
@@ -288,7 +291,8 @@ TEST(Transport, EveryUnknownReason) {
        [](Sample& s, int i) {
          if (i == 2) s.traffic[0].packets = 3;
        },
-       "counters of rxe0 went down in the window (a reset): its delta is unknown"},
+       "counters of rxe0 went down in the window, or the device went away and came back (a "
+       "reset): its delta is unknown"},
       {"netns unreadable",
        [](Sample& s, int) {
          s.pods[0].readable = false;
@@ -356,8 +360,10 @@ TEST(Transport, TwoHoldersOfASharedDeviceAreAmbiguous) {
     EXPECT_EQ(c.attribution, Attribution::kSharedAmbiguous);
     EXPECT_THAT(c.devices[0].holders, ElementsAre("ml/a", "ml/b"));
     EXPECT_EQ(c.devices[0].fabric_packets, 3000u) << "the device total";
-    EXPECT_THAT(c.evidence, Contains(HasSubstr("rxe0 is shared: its counters are the device "
-                                               "total, held by ml/a, ml/b")));
+    EXPECT_THAT(c.evidence,
+                Contains(HasSubstr(absl::StrCat("rxe0 is shared: its counters are the device total, "
+                                                "used by ml/",
+                                                p.pod == "a" ? "b" : "a", " as well"))));
   }
   // Only a's resources in the window (b's sample falls out): a is sole owner,
   // and b, owning nothing, gets none of the bytes.
@@ -377,25 +383,55 @@ TEST(Transport, TwoHoldersOfASharedDeviceAreAmbiguous) {
   const ContainerObservation& b = later.pods[1].containers[0];
   EXPECT_EQ(b.verdict, Verdict::kIdle);
   EXPECT_EQ(b.devices[0].attribution, Attribution::kNone);
-  EXPECT_THAT(b.evidence, Contains(HasSubstr("not attributed: the container owns nothing on it")));
+  EXPECT_THAT(b.evidence, Contains(HasSubstr("not attributed: the container owns no QP that can "
+                                             "move bytes on it")));
 }
 
-TEST(Transport, HostProcessesAndTheKernelAreNotHolders) {
-  auto ring = Ring(4, 5, [](Sample& s, int i) {
-    RxePod(s, i, 700, 1);
-    s.host_owned = {sampler::HostOwned{300, "ibv_rc_pingpong", "rxe0", {1, 1, 1, 1, 4096}}};
-    s.kernel_owned["rxe0"] = sampler::Owned{1, 1, 0, 1, 0};
-  });
-  WindowResult result7 = EvaluateWindow(ring, absl::Seconds(15));
-  const ContainerObservation& c = Only(result7);
-  EXPECT_EQ(c.attribution, Attribution::kSoleOwner);
-  EXPECT_THAT(c.devices[0].holders, ElementsAre("ml/member-0"));
-  EXPECT_THAT(
-      c.evidence,
-      Contains(
-          AllOf(HasSubstr("also on rxe0: host pid 300 (ibv_rc_pingpong) owns 1 QP"),
-                HasSubstr("the kernel (or owners not visible to the agent) owns 1 QP, 1 CQ, 1 PD"),
-                HasSubstr("not counted as holders"))));
+// Issue 27 item 2: sole-owner means nobody else used the device, Pod or not.
+// A host process, a kernel ULP or an owner that cannot be identified with a
+// QP that can move bytes makes the bytes ambiguous; the stack's own QPs
+// (ib_core's GSI) and users without such a QP do not, and are only listed.
+TEST(Transport, UsersThatAreNotPodsMakeASharedDeviceAmbiguous) {
+  struct Case {
+    const char* name;
+    std::function<void(Sample&)> add;
+    Attribution want;
+    const char* evidence;
+  };
+  const sampler::Owned moving{.qp = 1, .cq = 1, .mr = 1, .pd = 1, .qp_active = 1, .mr_bytes = 4096};
+  const sampler::Owned pd_only{.pd = 1};
+  const std::vector<Case> cases = {
+      {"host process with a connected QP",
+       [&](Sample& s) { s.host_owned = {sampler::HostOwned{300, "ib_write_bw", "rxe0", moving}}; },
+       Attribution::kSharedAmbiguous,
+       "used by host pid 300 (ib_write_bw) owns 1 QP, 1 CQ, 1 MR (4.0 KiB), 1 PD as well"},
+      {"IPoIB's QPs",
+       [&](Sample& s) { s.kernel_owned["rxe0"]["ib_ipoib"] = {.qp = 2, .qp_active = 2}; },
+       Attribution::kSharedAmbiguous, "used by the kernel's ib_ipoib owns 2 QP as well"},
+      {"a QP whose creating thread exited",
+       [&](Sample& s) { s.unattributed["rxe0"] = {.qp = 1, .qp_active = 1}; },
+       Attribution::kSharedAmbiguous, "1 QP whose owner cannot be identified"},
+      {"ib_core's GSI QP",
+       [&](Sample& s) { s.kernel_owned["rxe0"]["ib_core"] = {.qp = 1, .cq = 1, .pd = 1}; },
+       Attribution::kSoleOwner, nullptr},
+      {"a host process that only opened the device",
+       [&](Sample& s) { s.host_owned = {sampler::HostOwned{301, "ibv_devinfo", "rxe0", pd_only}}; },
+       Attribution::kSoleOwner, "also on rxe0: host pid 301 (ibv_devinfo) owns 1 PD"},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    auto ring = Ring(4, 5, [&](Sample& s, int i) {
+      RxePod(s, i, 700, 1);
+      if (i == 2) tc.add(s);  // in one sample of the window: still a user in it
+    });
+    WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+    const ContainerObservation& c = Only(r);
+    EXPECT_EQ(c.verdict, Verdict::kRdma);
+    EXPECT_EQ(c.attribution, tc.want);
+    EXPECT_THAT(c.devices[0].holders, ElementsAre("ml/member-0")) << "Pods only";
+    if (tc.evidence != nullptr) EXPECT_THAT(c.evidence, Contains(HasSubstr(tc.evidence)));
+    for (const std::string& e : c.evidence) EXPECT_THAT(e, Not(HasSubstr("ib_core")));
+  }
 }
 
 TEST(Transport, HostNetworkPodHasNullOtherBytes) {
@@ -545,6 +581,219 @@ TEST(Transport, PodsWithoutGrantOrResourcesAreNotListed) {
     s.names[kUidA] = Names("web", "nginx", {});
   });
   EXPECT_THAT(EvaluateWindow(ring, absl::Seconds(15)).pods, IsEmpty());
+}
+
+// Issue 27 item 1: a PD, CQ or MR moves nothing. A Pod that opened the shared
+// device (UCX's ucp_init opens a PD on every device; a stack that failed
+// before its QPs leaves a PD and a CQ) while a neighbour moves RDMA on it is a
+// TCP fallback, not rdma, and the neighbour stays the sole owner. So is one
+// whose only QP never left RESET (libfabric's fi_getinfo probe).
+TEST(Transport, OpeningTheDeviceWithoutAMovingQpIsNotUsingTheFabric) {
+  for (const bool probe_qp : {false, true}) {
+    SCOPED_TRACE(probe_qp ? "a QP in RESET" : "a PD and a CQ");
+    auto ring = Ring(4, 5, [&](Sample& s, int i) {
+      RxePod(s, i, 700, 1);  // member-0 moves RDMA on rxe0
+      s.grants.push_back(
+          G("ml", "engine-0", kUidB, "engine", "device.gpustack.ai/rdma.shared", "rxe0", false));
+      s.pods.push_back(Net(kUidB, i * 2 * kMiB));
+      ContainerOwned opened;
+      opened.pod_uid = kUidB;
+      opened.container_id = kCidB;
+      opened.device = "rxe0";
+      opened.owned = {.qp = probe_qp ? 1u : 0u, .cq = 1, .pd = 1};
+      opened.pids = {77};
+      s.owned.push_back(opened);
+      s.names[kUidB] = Names("ml", "engine-0", {{kCidB, "engine"}});
+    });
+    WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+    ASSERT_EQ(r.pods.size(), 2u);
+    const ContainerObservation& engine = r.pods[0].containers.at(0);
+    const ContainerObservation& member = r.pods[1].containers.at(0);
+    EXPECT_EQ(engine.verdict, Verdict::kTcp);
+    EXPECT_TRUE(engine.fallback);
+    EXPECT_EQ(engine.attribution, Attribution::kNone);
+    EXPECT_EQ(engine.devices[0].owned.pd, 1u) << "kept as evidence";
+    EXPECT_THAT(engine.evidence,
+                Contains(HasSubstr(probe_qp ? "but no QP that can move bytes: its QPs are in RESET"
+                                            : "opened rxe0 but created no QP (owns 1 CQ, 1 PD")));
+    EXPECT_EQ(member.verdict, Verdict::kRdma);
+    EXPECT_EQ(member.attribution, Attribution::kSoleOwner);
+    EXPECT_THAT(member.devices[0].holders, ElementsAre("ml/member-0"));
+  }
+}
+
+// Issue 27 item 3: the kernel names the creating thread; when it exits, a
+// live QP shows pid 0 without a kern_name. On a device with bytes over the
+// floor, a granted container owning nothing there is unknown, not tcp.
+TEST(Transport, BytesOfAnOwnerThatCannotBeIdentifiedAreUnknownNotTcp) {
+  auto ring = Ring(4, 5, [](Sample& s, int i) {
+    s.grants = {G("ml", "member-3", kUidA, "engine", "device.gpustack.ai/rdma", "rxe1", true)};
+    s.traffic = {Packets("rxe1", i * 5000)};
+    s.pods = {Net(kUidA, i * 3 * kMiB)};
+    s.unattributed["rxe1"] = {.qp = 2, .cq = 2, .qp_active = 2};
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  const ContainerObservation& c = Only(r);
+  EXPECT_EQ(c.verdict, Verdict::kUnknown);
+  EXPECT_FALSE(c.fallback);
+  EXPECT_THAT(c.reason, HasSubstr("a user whose owner cannot be identified moved bytes on rxe1"));
+  // Under the floor nothing is hidden: the usual verdict.
+  auto quiet = Ring(4, 5, [](Sample& s, int i) {
+    s.grants = {G("ml", "member-3", kUidA, "engine", "device.gpustack.ai/rdma", "rxe1", true)};
+    s.traffic = {Packets("rxe1", i * 10)};
+    s.pods = {Net(kUidA, i * 3 * kMiB)};
+    s.unattributed["rxe1"] = {.qp = 2, .qp_active = 2};
+  });
+  WindowResult quiet_result = EvaluateWindow(quiet, absl::Seconds(15));
+  EXPECT_EQ(Only(quiet_result).verdict, Verdict::kTcp);
+}
+
+// Issue 27 item 4: a finished init container is granted, owns nothing and
+// has no process; its Pod's TCP bytes are the app's. No fallback for it, and
+// the app's unnamed resources are not given to it.
+TEST(Transport, AFinishedInitContainerIsNoFallback) {
+  constexpr char kSandbox[] = "5555555555550000000000000000000000000000000000000000000000000005";
+  auto fill = [&](bool names) {
+    return [names, kSandbox](Sample& s, int i) {
+      Grant init = G("ml", "member-4", kUidA, "fetch", "device.gpustack.ai/rdma.shared", "rxe0",
+                     false);
+      init.hold.init_container = true;
+      s.grants = {init,
+                  G("ml", "member-4", kUidA, "store", "device.gpustack.ai/rdma.shared", "rxe0",
+                    false)};
+      s.traffic = {Packets("rxe0", i * 5000)};
+      PodNet n = Net(kUidA, i * 4 * kMiB);
+      n.container_ids = {kSandbox, kCidA};
+      s.pods = {n};
+      s.owned = {Own(kUidA, kCidA, "rxe0", 2, 40)};
+      if (names) {
+        s.names[kUidA] = Names("ml", "member-4", {{kCidA, "store"}});
+        s.names[kUidA].sandboxes = {kSandbox};
+      }
+    };
+  };
+  for (const bool names : {true, false}) {
+    SCOPED_TRACE(names ? "the runtime names the containers" : "no runtime records");
+    WindowResult r = EvaluateWindow(Ring(4, 5, fill(names)), absl::Seconds(15));
+    ASSERT_EQ(r.pods.size(), 1u);
+    std::map<std::string, const ContainerObservation*> by;
+    for (const auto& c : r.pods[0].containers) by[c.name] = &c;
+    ASSERT_EQ(by.size(), 2u) << "the app's resources go to the app, not to \"\"";
+    EXPECT_EQ(by["store"]->verdict, Verdict::kRdma);
+    EXPECT_FALSE(by["fetch"]->fallback);
+    if (names) {
+      EXPECT_EQ(by["fetch"]->verdict, Verdict::kIdle);
+      EXPECT_THAT(by["fetch"]->evidence, Contains(HasSubstr("no process of this container is "
+                                                            "running")));
+    } else {
+      EXPECT_THAT(by["fetch"]->evidence, Contains(HasSubstr("an init container: whether it still "
+                                                            "runs cannot be told")));
+    }
+  }
+  // A granted app container the runtime names, with no process (it exited):
+  // no fallback either.
+  auto exited = Ring(4, 5, [&](Sample& s, int i) {
+    s.grants = {G("ml", "member-5", kUidA, "store", "vpc.amazonaws.com/efa", "rdmap79s0", true)};
+    s.traffic = {Bytes("rdmap79s0", DeviceKind::kEfa, 0)};
+    PodNet n = Net(kUidA, i * 4 * kMiB);
+    n.container_ids = {kSandbox, kCidB};
+    s.pods = {n};
+    s.names[kUidA] = Names("ml", "member-5", {{kCidB, "sidecar"}});
+    s.names[kUidA].sandboxes = {kSandbox};
+  });
+  WindowResult exited_result = EvaluateWindow(exited, absl::Seconds(15));
+  const ContainerObservation& store = Only(exited_result);
+  EXPECT_EQ(store.verdict, Verdict::kIdle);
+  EXPECT_FALSE(store.fallback);
+}
+
+// Issue 27 item 5: one device's failed dump makes that device's ownership
+// unknown, not the node's.
+TEST(Transport, AFailedDumpCostsOnlyThatDevice) {
+  auto ring = Ring(4, 5, [](Sample& s, int i) {
+    RxePod(s, i, 700, 1);  // member-0 on rxe0
+    s.grants.push_back(
+        G("ml", "member-1", kUidB, "engine", "device.gpustack.ai/rdma", "mlx5_0", true));
+    s.traffic.push_back(Bytes("mlx5_0", DeviceKind::kRdma, i * kMiB));
+    s.pods.push_back(Net(kUidB, i * 2 * kMiB));
+    if (i == 2) s.resources_failed["mlx5_0"] = "RDMA_NLDEV_CMD_RES_QP_GET: EIO";
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  ASSERT_EQ(r.pods.size(), 2u);
+  EXPECT_EQ(r.pods[0].containers[0].verdict, Verdict::kRdma) << "rxe0's dumps all answered";
+  EXPECT_EQ(r.pods[0].containers[0].attribution, Attribution::kSoleOwner);
+  const ContainerObservation& c = r.pods[1].containers[0];
+  EXPECT_EQ(c.verdict, Verdict::kUnknown);
+  EXPECT_THAT(c.reason, HasSubstr("who owns resources on mlx5_0 is unknown in part of the window: "
+                                  "its dump failed: RDMA_NLDEV_CMD_RES_QP_GET: EIO"));
+}
+
+// Issue 27 item 6: a container whose processes ended mid-window (a restart)
+// keeps its name: the runtime's names are merged over the window.
+TEST(Transport, NamesAreMergedOverTheWindow) {
+  auto ring = Ring(4, 5, [](Sample& s, int i) {
+    s.traffic = {Packets("rxe0", i * 1000)};
+    s.pods = {Net(kUidA, 0)};
+    s.names[kUidA] = Names("ml", "member-0", {});
+    if (i <= 1) {  // the first instance, then it restarted as kCidB
+      s.owned = {Own(kUidA, kCidA, "rxe0", 2, 10)};
+      s.names[kUidA].containers[kCidA] = "engine";
+    } else {
+      s.names[kUidA].containers[kCidB] = "engine";
+    }
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  const ContainerObservation& c = Only(r);
+  EXPECT_EQ(c.name, "engine");
+  EXPECT_THAT(c.container_ids, ElementsAre(kCidA));
+}
+
+// Issue 27 item 8: a gap is a reset. A device missing from a sample in the
+// window went away and came back; a Pod with no process in a sample may have
+// a new network namespace. Either delta is unknown, never a wrong number.
+TEST(Transport, AResetAcrossAGapIsUnknown) {
+  auto device_gap = Ring(4, 5, [](Sample& s, int i) {
+    RxePod(s, i, 700, 1);
+    if (i == 1) s.traffic.clear();  // gone; back with counters past the old value
+  });
+  WindowResult device_result = EvaluateWindow(device_gap, absl::Seconds(15));
+  const ContainerObservation& d = Only(device_result);
+  EXPECT_EQ(d.verdict, Verdict::kUnknown);
+  EXPECT_THAT(d.reason, HasSubstr("or the device went away and came back"));
+  auto pod_gap = Ring(4, 5, [](Sample& s, int i) {
+    RxePod(s, i, 1, 4 * kMiB);
+    if (i == 2) s.pods.clear();  // a new sandbox: its netns counts from 0 again
+  });
+  WindowResult pod_result = EvaluateWindow(pod_gap, absl::Seconds(15));
+  const ContainerObservation& p = Only(pod_result);
+  EXPECT_EQ(p.verdict, Verdict::kUnknown);
+  EXPECT_THAT(p.reason, HasSubstr("no visible process in part of the window"));
+  EXPECT_FALSE(p.other_bytes.has_value());
+  auto net_reset = Ring(4, 5, [](Sample& s, int i) {
+    RxePod(s, i, 1, 4 * kMiB);
+    if (i == 2) s.pods[0].rx_bytes = s.pods[0].tx_bytes = 0;
+  });
+  WindowResult reset_result = EvaluateWindow(net_reset, absl::Seconds(15));
+  EXPECT_THAT(Only(reset_result).reason, HasSubstr("network byte counters went down"));
+}
+
+// Issue 27 items 9 and 11: an implicit ODP MR is the whole address space;
+// owners that could not be read are said apart from those that exited.
+TEST(Transport, OdpMrsAndUnreadableOwnersAreSaidAsSuch) {
+  auto ring = Ring(4, 5, [](Sample& s, int i) {
+    RxePod(s, i, 700, 1);
+    s.owned[0].owned.mr_bytes = UINT64_MAX;
+    s.owners_exited = 1;
+    s.owners_unreadable = 2;
+    s.owner_error = "/proc/400/status: Permission denied";
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  const ContainerObservation& c = Only(r);
+  EXPECT_THAT(c.evidence, Contains(HasSubstr("1 MR (the whole address space: an implicit "
+                                             "on-demand-paging MR)")));
+  EXPECT_THAT(c.evidence, Contains("1 resource owner(s) exited before they could be identified"));
+  EXPECT_THAT(c.evidence, Contains("2 resource owner(s) could not be identified: /proc/400/status: "
+                                   "Permission denied"));
 }
 
 }  // namespace

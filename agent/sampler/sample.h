@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,16 @@ struct DeviceTraffic {
 // Fabric resources owned on one device.
 struct Owned {
   uint32_t qp = 0, cq = 0, mr = 0, pd = 0;
+  // QPs that can move bytes: connected or ready (restrack::QpCanMoveBytes),
+  // and no part of the RDMA stack itself (restrack::IsStackInternalQp). Only
+  // these make their owner a user of the fabric: a PD, CQ or MR moves
+  // nothing, and a QP in RESET is a library's probe (libfabric's fi_getinfo).
+  uint32_t qp_active = 0;
+  // Summed MR lengths; saturates at UINT64_MAX (an implicit ODP MR has
+  // length UINT64_MAX: the whole address space).
   uint64_t mr_bytes = 0;
   bool any() const { return qp + cq + mr + pd > 0; }
+  bool active() const { return qp_active > 0; }
   bool operator==(const Owned&) const = default;
 };
 
@@ -55,13 +64,13 @@ struct ContainerOwned {
   std::string container_id;
   std::string device;
   Owned owned;
-  std::vector<uint32_t> pids;
+  std::vector<uint32_t> pids;  // processes (thread group IDs), not threads
 };
 
 // What a process outside every Pod owns on one device (a host process, a
-// hostPID tool); kernel-owned resources are counted per device apart.
+// hostPID tool).
 struct HostOwned {
-  uint32_t pid = 0;
+  uint32_t pid = 0;  // the process (thread group), not the creating thread
   std::string comm;
   std::string device;
   Owned owned;
@@ -77,6 +86,8 @@ struct PodNet {
   bool readable = false;
   std::string error;
   uint64_t rx_bytes = 0, tx_bytes = 0;
+  // The containers with a live process (sandbox included), sorted.
+  std::vector<std::string> container_ids;
 };
 
 // A Pod's names as its runtime records them (when the runtime's state
@@ -84,6 +95,7 @@ struct PodNet {
 struct PodNames {
   std::string ns, pod;
   std::map<std::string, std::string> containers;  // container ID -> name
+  std::set<std::string> sandboxes;                // the Pod's pause container(s)
 };
 
 // A device granted to a container, as the kubelet's view held it.
@@ -104,11 +116,22 @@ struct Sample {
 
   bool resources_ok = false;
   std::string resources_error;
+  // Devices whose resource dump failed this round, with why: who owns what
+  // there is unknown (every other device's resources are here).
+  std::map<std::string, std::string> resources_failed;
   std::vector<ContainerOwned> owned;
   std::vector<HostOwned> host_owned;
-  std::map<std::string, Owned> kernel_owned;  // by device
-  // Owners whose PID vanished before it could be identified.
-  uint32_t unidentified_owners = 0;
+  // Kernel-owned resources by device, then owner (kern_name: "ib_core",
+  // "ib_ipoib", "rdma_cm" for a kernel ULP such as NFS/RDMA or iSER).
+  std::map<std::string, std::map<std::string, Owned>> kernel_owned;
+  // User resources whose owner is not known, by device: pid 0 without a
+  // kern_name (the kernel names a resource's creating thread, which may have
+  // exited, or be outside the agent's PID namespace), and owners that exited
+  // or could not be read before they were identified.
+  std::map<std::string, Owned> unattributed;
+  uint32_t owners_exited = 0;      // gone before they could be identified
+  uint32_t owners_unreadable = 0;  // their /proc files could not be read
+  std::string owner_error;         // the first such read error
 
   bool procs_ok = false;
   std::string procs_error;

@@ -51,17 +51,22 @@ std::optional<uint64_t> SumOf(std::optional<uint64_t> a, std::optional<uint64_t>
   return a.value_or(0) + b.value_or(0);
 }
 
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 void Add(Owned* o, const restrack::RdmaResource& r) {
   switch (r.kind) {
     case restrack::ResourceKind::kQp:
       ++o->qp;
+      if (restrack::QpCanMoveBytes(r) && !restrack::IsStackInternalQp(r)) ++o->qp_active;
       break;
     case restrack::ResourceKind::kCq:
       ++o->cq;
       break;
     case restrack::ResourceKind::kMr:
       ++o->mr;
-      o->mr_bytes += r.mr_bytes;
+      o->mr_bytes = SaturatingAdd(o->mr_bytes, r.mr_bytes);
       break;
     case restrack::ResourceKind::kPd:
       ++o->pd;
@@ -278,40 +283,76 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
     return;
   }
   s->resources_ok = true;
+  s->resources_failed = resources_->LastDumpNotes().failed_devices;
 
-  // Each owner PID is identified once per round, however many resources it owns.
+  // The kernel names a resource's creating thread; each is resolved to its
+  // process, and each process identified, once per round.
   struct Owner {
-    enum { kPod, kHost, kUnknown } what = kUnknown;
+    enum { kPod, kHost, kExited, kUnreadable } what = kExited;
+    uint32_t pid = 0;  // the thread group
     podprocs::CgroupIdentity id;
     std::string comm;
   };
-  std::map<uint32_t, Owner> owners;
-  auto identify = [&](uint32_t pid) -> const Owner& {
-    auto [it, added] = owners.try_emplace(pid);
-    if (!added) return it->second;
+  std::map<uint32_t, Owner> by_task;
+  std::map<uint32_t, const Owner*> by_process;
+  std::set<uint32_t> exited, unreadable;
+  auto note_error = [&](uint32_t task, const absl::Status& st) {
+    unreadable.insert(task);
+    if (s->owner_error.empty()) s->owner_error = std::string(st.message());
+  };
+  auto identify = [&](uint32_t task) -> const Owner& {
+    auto [it, added] = by_task.try_emplace(task);
     Owner& o = it->second;
-    if (procs_ == nullptr) return o;  // no /proc: the owner cannot be told
-    auto p = procs_->Identify(pid);
+    if (!added) return o;
+    if (procs_ == nullptr) {  // no /proc: the owner cannot be told
+      o.what = Owner::kUnreadable;
+      return o;
+    }
+    absl::StatusOr<uint32_t> tgid = procs_->ProcessOf(task);
+    if (!tgid.ok()) {
+      if (absl::IsNotFound(tgid.status())) {
+        exited.insert(task);
+      } else {
+        o.what = Owner::kUnreadable;
+        note_error(task, tgid.status());
+      }
+      return o;
+    }
+    if (auto known = by_process.find(*tgid); known != by_process.end()) {
+      o = *known->second;
+      return o;
+    }
+    o.pid = *tgid;
+    auto p = procs_->Identify(o.pid);
     if (p.ok()) {
       o.what = Owner::kPod;
       o.id = std::move(p->identity);
     } else if (absl::IsNotFound(p.status())) {
       // Not in a Pod, or gone: a process that is gone has no comm either.
-      std::string comm = procs_->Comm(pid);
-      if (!comm.empty()) {
+      std::string comm = procs_->Comm(o.pid);
+      if (comm.empty()) {
+        exited.insert(task);
+      } else {
         o.what = Owner::kHost;
         o.comm = SanitizeUtf8(comm);
       }
+    } else {
+      o.what = Owner::kUnreadable;
+      note_error(task, p.status());
     }
+    by_process[o.pid] = &o;
     return o;
   };
 
   std::map<std::tuple<std::string, std::string, std::string>, ContainerOwned> by_container;
   std::map<std::pair<uint32_t, std::string>, HostOwned> by_host;
-  std::set<uint32_t> unidentified;
   for (const restrack::RdmaResource& r : *dump) {
     if (r.pid == 0) {
-      Add(&s->kernel_owned[r.device], r);
+      if (r.kern_name.empty()) {
+        Add(&s->unattributed[r.device], r);  // its creating thread is gone or not visible
+      } else {
+        Add(&s->kernel_owned[r.device][r.kern_name], r);
+      }
       continue;
     }
     const Owner& o = identify(r.pid);
@@ -325,25 +366,27 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
           seen->push_back(o.id);
         }
         Add(&c.owned, r);
-        AddPid(&c.pids, r.pid);
+        AddPid(&c.pids, o.pid);
         break;
       }
       case Owner::kHost: {
-        HostOwned& h = by_host[{r.pid, r.device}];
+        HostOwned& h = by_host[{o.pid, r.device}];
         if (h.pid == 0) {
-          h.pid = r.pid;
+          h.pid = o.pid;
           h.comm = o.comm;
           h.device = r.device;
         }
         Add(&h.owned, r);
         break;
       }
-      case Owner::kUnknown:
-        unidentified.insert(r.pid);
+      case Owner::kExited:
+      case Owner::kUnreadable:
+        Add(&s->unattributed[r.device], r);
         break;
     }
   }
-  s->unidentified_owners = static_cast<uint32_t>(unidentified.size());
+  s->owners_exited = static_cast<uint32_t>(exited.size());
+  s->owners_unreadable = static_cast<uint32_t>(unreadable.size());
   for (auto& [key, c] : by_container) {
     std::sort(c.pids.begin(), c.pids.end());
     s->owned.push_back(std::move(c));
@@ -362,15 +405,21 @@ void Sampler::ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
   } else {
     s->procs_ok = true;
     std::map<std::string, std::vector<uint32_t>> pids_by_pod;
+    std::map<std::string, std::set<std::string>> containers_by_pod;
     for (const podprocs::PodProcess& p : *scan) {
       if (p.identity.pod_uid.empty()) continue;
       pids_by_pod[p.identity.pod_uid].push_back(p.pid);
+      if (!p.identity.container_id.empty()) {
+        containers_by_pod[p.identity.pod_uid].insert(p.identity.container_id);
+      }
       seen->push_back(p.identity);
     }
     for (auto& [uid, pids] : pids_by_pod) {
       std::sort(pids.begin(), pids.end());
       PodNet net;
       net.pod_uid = uid;
+      const std::set<std::string>& ids = containers_by_pod[uid];
+      net.container_ids.assign(ids.begin(), ids.end());
       // The lowest PID (the sandbox's pause process, usually): its netns is
       // the Pod's. One that exits meanwhile gives way to the next.
       for (size_t i = 0; i < pids.size() && i < kPodNetAttempts; ++i) {
@@ -414,7 +463,10 @@ void Sampler::ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
     PodNames& names = s->names[id.pod_uid];
     if (names.ns.empty()) names.ns = SanitizeUtf8(n->ns);
     if (names.pod.empty()) names.pod = SanitizeUtf8(n->pod);
-    if (!n->sandbox && !id.container_id.empty() && !n->container.empty()) {
+    if (id.container_id.empty()) continue;
+    if (n->sandbox) {
+      names.sandboxes.insert(id.container_id);
+    } else if (!n->container.empty()) {
       names.containers[id.container_id] = SanitizeUtf8(n->container);
     }
   }

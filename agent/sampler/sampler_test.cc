@@ -54,7 +54,9 @@ class FakeResources : public restrack::ResourceSource {
     if (!error.ok()) return error;
     return resources;
   }
+  restrack::DumpNotes LastDumpNotes() const override { return notes; }
   std::vector<RdmaResource> resources;
+  restrack::DumpNotes notes;
   absl::Status error;
   int dumps = 0;
 };
@@ -71,12 +73,14 @@ class FakeProcs : public podprocs::ProcSource {
   }
   absl::StatusOr<podprocs::PodProcess> Identify(uint32_t pid) override {
     identify_calls[pid]++;
+    if (denied.count(pid)) return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, ": EACCES"));
     auto it = pods.find(pid);
     if (it == pods.end()) return absl::NotFoundError(absl::StrCat("pid ", pid, ": not in a Pod"));
     return podprocs::PodProcess{pid, it->second};
   }
   absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) override {
-    if (pods.count(tid) || comms.count(tid)) return tid;
+    if (auto t = threads.find(tid); t != threads.end()) return t->second;
+    if (pods.count(tid) || comms.count(tid) || denied.count(tid)) return tid;
     return absl::NotFoundError(absl::StrCat("task ", tid, " is gone"));
   }
   absl::StatusOr<podprocs::NetBytes> NetDevBytes(uint32_t pid) override {
@@ -106,6 +110,8 @@ class FakeProcs : public podprocs::ProcSource {
 
   std::map<uint32_t, podprocs::CgroupIdentity> pods;
   std::map<uint32_t, std::string> comms;
+  std::map<uint32_t, uint32_t> threads;  // tid -> its process
+  std::set<uint32_t> denied;             // Identify: EACCES
   std::set<uint32_t> host_netns, netns_denied, gone;
   std::map<uint32_t, podprocs::NetBytes> net;
   std::map<std::string, podprocs::ContainerNames> names;  // by container ID
@@ -115,6 +121,7 @@ class FakeProcs : public podprocs::ProcSource {
   std::vector<uint32_t> netdev_calls;
 };
 
+// A user's resource (pid > 0) or ib_core's (pid 0); a QP is RC and RTS.
 RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t pid, uint64_t mr_bytes = 0) {
   RdmaResource r;
   r.kind = kind;
@@ -122,6 +129,10 @@ RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t pid, uint64
   r.pid = pid;
   r.mr_bytes = mr_bytes;
   if (pid == 0) r.kern_name = "ib_core";
+  if (kind == ResourceKind::kQp) {
+    r.qp_type = pid == 0 ? restrack::kQpTypeGsi : 2;
+    r.qp_state = restrack::kQpStateRts;
+  }
   return r;
 }
 
@@ -365,10 +376,11 @@ TEST_F(SamplerTest, OwnersIdentifiedOncePerRoundAndSplit) {
   for (int round = 1; round <= 2; ++round) {
     SamplePtr sample = s.TakeNow();
     ASSERT_TRUE(sample->resources_ok);
-    for (uint32_t pid : {100u, 101u, 110u, 200u, 300u}) {
+    for (uint32_t pid : {100u, 101u, 110u, 200u}) {
       EXPECT_EQ(procs.identify_calls[pid], round) << "pid " << pid;
     }
     EXPECT_EQ(procs.identify_calls.count(0), 0u) << "kernel-owned: nothing to identify";
+    EXPECT_EQ(procs.identify_calls.count(300), 0u) << "gone: no process to identify";
 
     ASSERT_EQ(sample->owned.size(), 3u);
     std::map<std::pair<std::string, std::string>, ContainerOwned> by;
@@ -377,25 +389,94 @@ TEST_F(SamplerTest, OwnersIdentifiedOncePerRoundAndSplit) {
       by[{c.container_id, c.device}] = c;
     }
     const ContainerOwned& main_rxe = by[{kMain1, "rxe0"}];
-    EXPECT_EQ(main_rxe.owned, (Owned{2, 1, 2, 1, 4096 + 8192}));
+    EXPECT_EQ(main_rxe.owned,
+              (Owned{.qp = 2, .cq = 1, .mr = 2, .pd = 1, .qp_active = 2, .mr_bytes = 4096 + 8192}));
     EXPECT_THAT(main_rxe.pids, ElementsAre(100u, 101u));
     const ContainerOwned& main_mlx = by[std::make_pair(kMain1, std::string("mlx5_0"))];
     const ContainerOwned& side_rxe = by[std::make_pair(kSide1, std::string("rxe0"))];
-    EXPECT_EQ(main_mlx.owned, (Owned{1, 0, 0, 0, 0}));
-    EXPECT_EQ(side_rxe.owned, (Owned{1, 0, 0, 0, 0}));
+    EXPECT_EQ(main_mlx.owned, (Owned{.qp = 1, .qp_active = 1}));
+    EXPECT_EQ(side_rxe.owned, (Owned{.qp = 1, .qp_active = 1}));
 
     ASSERT_EQ(sample->host_owned.size(), 1u);
     EXPECT_EQ(sample->host_owned[0].pid, 200u);
     EXPECT_EQ(sample->host_owned[0].comm, "ib_write_bw");
     EXPECT_EQ(sample->host_owned[0].device, "rxe0");
-    EXPECT_EQ(sample->host_owned[0].owned, (Owned{1, 1, 0, 0, 0}));
+    EXPECT_EQ(sample->host_owned[0].owned, (Owned{.qp = 1, .cq = 1, .qp_active = 1}));
 
+    // ib_core's GSI QP is the stack's own: no QP of it moves a workload's bytes.
     ASSERT_EQ(sample->kernel_owned.size(), 2u);
-    EXPECT_EQ(sample->kernel_owned.at("rxe0"), (Owned{1, 1, 0, 0, 0}));
-    EXPECT_EQ(sample->kernel_owned.at("mlx5_0"), (Owned{0, 0, 0, 1, 0}));
-    EXPECT_EQ(sample->unidentified_owners, 1u);
+    EXPECT_EQ(sample->kernel_owned.at("rxe0").at("ib_core"), (Owned{.qp = 1, .cq = 1}));
+    EXPECT_EQ(sample->kernel_owned.at("mlx5_0").at("ib_core"), (Owned{.pd = 1}));
+    // 300 exited before it could be identified: its QP is nobody's known.
+    EXPECT_EQ(sample->owners_exited, 1u);
+    EXPECT_EQ(sample->owners_unreadable, 0u);
+    EXPECT_EQ(sample->unattributed.at("rxe0"), (Owned{.qp = 1, .cq = 1, .qp_active = 1}));
   }
   EXPECT_EQ(res.dumps, 2);
+}
+
+// The kernel names a resource's creating thread: its process owns it. A
+// thread that exited leaves pid 0 without a kern_name: a user's resource
+// whose owner is not known, never the kernel's.
+TEST_F(SamplerTest, ThreadsAreTheirProcessAndDeadThreadsAreNotTheKernel) {
+  FakeResources res;
+  FakeProcs procs;
+  procs.pods[100] = {kPod1, kMain1, "containerd"};
+  procs.threads[107] = 100;  // the engine's handshake thread
+  procs.comms[200] = "nfs-tool";
+  procs.threads[207] = 200;
+  RdmaResource orphan = Res(ResourceKind::kQp, "rxe0", 0);
+  orphan.kern_name.clear();  // created by a thread that has exited
+  orphan.qp_type = 2;
+  RdmaResource probe = Res(ResourceKind::kQp, "rxe0", 107);
+  probe.qp_state = restrack::kQpStateReset;  // fi_getinfo's probe QP
+  res.resources = {Res(ResourceKind::kQp, "rxe0", 107), probe, Res(ResourceKind::kQp, "rxe0", 207),
+                   orphan, Res(ResourceKind::kCq, "rxe0", 100)};
+  Sampler s(Options(), Inputs(), &res, &procs);
+  SamplePtr sample = s.TakeNow();
+  ASSERT_EQ(sample->owned.size(), 1u);
+  EXPECT_THAT(sample->owned[0].pids, ElementsAre(100u)) << "the process, not the thread";
+  EXPECT_EQ(sample->owned[0].owned, (Owned{.qp = 2, .cq = 1, .qp_active = 1}));
+  ASSERT_EQ(sample->host_owned.size(), 1u);
+  EXPECT_EQ(sample->host_owned[0].pid, 200u);
+  EXPECT_EQ(sample->host_owned[0].comm, "nfs-tool");
+  EXPECT_EQ(procs.identify_calls[100], 1) << "each process once, whichever thread";
+  EXPECT_EQ(procs.identify_calls.count(107), 0u);
+  EXPECT_TRUE(sample->kernel_owned.empty());
+  EXPECT_EQ(sample->unattributed.at("rxe0"), (Owned{.qp = 1, .qp_active = 1}));
+  EXPECT_EQ(sample->owners_exited, 0u);
+}
+
+// An owner whose /proc cannot be read is said apart from one that exited.
+TEST_F(SamplerTest, UnreadableOwnersAreNotExitedOnes) {
+  FakeResources res;
+  FakeProcs procs;
+  procs.denied = {400};
+  res.resources = {Res(ResourceKind::kQp, "rxe0", 400), Res(ResourceKind::kQp, "rxe0", 500)};
+  Sampler s(Options(), Inputs(), &res, &procs);
+  SamplePtr sample = s.TakeNow();
+  EXPECT_EQ(sample->owners_unreadable, 1u);
+  EXPECT_EQ(sample->owners_exited, 1u);
+  EXPECT_THAT(sample->owner_error, HasSubstr("/proc/400: EACCES"));
+  EXPECT_EQ(sample->unattributed.at("rxe0").qp, 2u);
+}
+
+// One device's failed dump is carried, the others' resources still count;
+// an implicit ODP MR (length UINT64_MAX) saturates the sum, never wraps it.
+TEST_F(SamplerTest, FailedDevicesAndOdpMrs) {
+  FakeResources res;
+  FakeProcs procs;
+  procs.pods[100] = {kPod1, kMain1, "containerd"};
+  res.resources = {Res(ResourceKind::kMr, "rxe0", 100, UINT64_MAX),
+                   Res(ResourceKind::kMr, "rxe0", 100, 4096)};
+  res.notes.failed_devices["mlx5_0"] = "RDMA_NLDEV_CMD_RES_QP_GET ...: the kernel answered EIO";
+  Sampler s(Options(), Inputs(), &res, &procs);
+  SamplePtr sample = s.TakeNow();
+  ASSERT_TRUE(sample->resources_ok);
+  ASSERT_EQ(sample->owned.size(), 1u);
+  EXPECT_EQ(sample->owned[0].owned.mr, 2u);
+  EXPECT_EQ(sample->owned[0].owned.mr_bytes, UINT64_MAX);
+  EXPECT_THAT(sample->resources_failed, ElementsAre(::testing::Pair("mlx5_0", HasSubstr("EIO"))));
 }
 
 // Resources but no /proc source: owners cannot be told, and say so.
@@ -408,8 +489,8 @@ TEST_F(SamplerTest, OwnersWithoutProcSourceAreUnidentified) {
   EXPECT_TRUE(sample->resources_ok);
   EXPECT_TRUE(sample->owned.empty());
   EXPECT_TRUE(sample->host_owned.empty());
-  EXPECT_EQ(sample->unidentified_owners, 1u);
-  EXPECT_EQ(sample->kernel_owned.at("rxe0").qp, 1u);
+  EXPECT_EQ(sample->unattributed.at("rxe0"), (Owned{.qp = 1, .cq = 1, .qp_active = 1}));
+  EXPECT_EQ(sample->kernel_owned.at("rxe0").at("ib_core").qp, 1u);
 }
 
 // One process per Pod (the lowest PID) tells its netns: a hostNetwork Pod
@@ -471,6 +552,10 @@ TEST_F(SamplerTest, NamesOncePerContainer) {
   EXPECT_EQ(n.pod, "member-0");
   ASSERT_EQ(n.containers.size(), 1u);
   EXPECT_EQ(n.containers.at(kMain1), "store\xEF\xBF\xBD") << "outside bytes made valid UTF-8";
+  EXPECT_THAT(n.sandboxes, ElementsAre(kSandbox1));
+  ASSERT_EQ(sample->pods.size(), 1u);
+  EXPECT_THAT(sample->pods[0].container_ids, ElementsAre(kSandbox1, kMain1))
+      << "the live containers, sorted";
   EXPECT_EQ(procs.names_calls[kSandbox1], 1);
   EXPECT_EQ(procs.names_calls[kMain1], 1);
 }

@@ -478,7 +478,7 @@ TEST(AgentIntegrationTest, SamplerFeedsMetricsHealthAndObservation) {
   ASSERT_TRUE(first->resources_ok) << first->resources_error;
   ASSERT_EQ(first->owned.size(), 1u);
   EXPECT_EQ(first->owned[0].pod_uid, OnePodProcs::kUid);
-  EXPECT_EQ(first->owned[0].owned, (sampler::Owned{1, 1, 0, 0, 0}));
+  EXPECT_EQ(first->owned[0].owned, (sampler::Owned{.qp = 1, .cq = 1, .qp_active = 1}));
   ASSERT_TRUE(first->procs_ok) << first->procs_error;
   ASSERT_EQ(first->pods.size(), 1u);
   EXPECT_EQ(first->pods[0].rx_bytes, 10u);
