@@ -257,6 +257,7 @@ absl::Status Agent::StartSampler() {
   // than nothing, so a Pod's check is never silently empty.
   observe::ObserverOptions oo;
   oo.transport.floor_bytes = options_.observe_floor_bytes;
+  oo.sample_period = so.period;
   observer_ = std::make_unique<observe::TransportObserver>(oo);
   sampler_->OnSample(
       [this](const std::vector<sampler::SamplePtr>& ring) { observer_->OnSample(ring); });

@@ -29,6 +29,8 @@ int HttpStatusOf(const absl::Status& s) {
       return 400;
     case absl::StatusCode::kNotFound:
       return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
     case absl::StatusCode::kUnavailable:
       return 503;
     default:
@@ -65,6 +67,8 @@ void TransportObserver::OnSample(const std::vector<sampler::SamplePtr>& ring) {
   last_non_idle_ = std::move(kept);
   FillLastNonIdle(*result);
   current_ = std::move(result);
+  evaluated_.clear();
+  evaluations_this_sample_ = 0;
 }
 
 void TransportObserver::FillLastNonIdle(WindowResult& r) const {
@@ -86,19 +90,42 @@ absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Result(
     if (!parsed.ok()) return parsed.status();
     if (*parsed != options_.default_window) length = *parsed;
   }
+  if (!length) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!current_) {
+      return absl::UnavailableError("no sample yet: the observer has not completed a round");
+    }
+    return current_;
+  }
+  return Evaluated(*length, options_.transport, absl::StrCat(absl::ToInt64Milliseconds(*length)));
+}
+
+absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Evaluated(
+    absl::Duration length, const TransportOptions& transport, const std::string& key) const {
   std::vector<sampler::SamplePtr> ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!current_) {
       return absl::UnavailableError("no sample yet: the observer has not completed a round");
     }
-    if (!length) return current_;
+    if (auto it = evaluated_.find(key); it != evaluated_.end()) return it->second;
+    if (evaluations_this_sample_ >= options_.max_evaluations_per_sample) {
+      ++refused_total_;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this agent evaluates at most ", options_.max_evaluations_per_sample,
+          " windows other than the default per sample period; ask a window asked already, or "
+          "again after the next sample"));
+    }
+    ++evaluations_this_sample_;
+    ++evaluations_total_;
     ring = ring_;
   }
-  auto result = std::make_shared<WindowResult>(EvaluateWindow(ring, *length, options_.transport));
+  auto result = std::make_shared<WindowResult>(EvaluateWindow(ring, length, transport));
   std::lock_guard<std::mutex> lock(mu_);
   FillLastNonIdle(*result);
-  return result;
+  // Cached for this sample only: one taken meanwhile has cleared the cache.
+  if (!ring_.empty() && !ring.empty() && ring_.back() == ring.back()) evaluated_[key] = result;
+  return std::shared_ptr<const WindowResult>(std::move(result));
 }
 
 std::optional<WindowResult> TransportObserver::Current() const {
@@ -123,19 +150,16 @@ absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
   }
   // Not of interest (no grant, no fabric resource): a Pod that only mounts
   // the devices by hostPath still gets its verdict when its runtime names it.
-  std::vector<sampler::SamplePtr> ring;
   absl::Duration length = options_.default_window;
   if (!window.empty()) length = *ParseWindow(window);  // parsed by Result() above
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ring = ring_;
-  }
   TransportOptions named = options_.transport;
   named.named_ns = ns;
   named.named_pod = pod;
-  WindowResult one = EvaluateWindow(ring, length, named);
-  for (const PodObservation& p : one.pods) {
-    if (p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, one)) + "\n";
+  auto one = Evaluated(length, named,
+                       absl::StrCat(absl::ToInt64Milliseconds(length), " ", ns, "/", pod));
+  if (!one.ok()) return one.status();
+  for (const PodObservation& p : (*one)->pods) {
+    if (p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, **one)) + "\n";
   }
   return absl::NotFoundError(
       absl::StrCat("no Pod ", EscapeBytes(ns, 253), "/", EscapeBytes(pod, 253),
@@ -161,27 +185,55 @@ std::string TransportObserver::MetricsText() const {
       "while a fabric device is granted to it (a fallback), else 0.\n"
       "# TYPE fabric_pod_transport_fallback gauge\n";
   if (r) {
-    // A Pod re-created under the same name may show twice (old UID still in
-    // the kubelet's checkpoint): one series per name, the first in order.
-    std::set<std::tuple<std::string, std::string, std::string>> seen;
+    // A Pod re-created under the same name may show twice (the old UID still
+    // in the kubelet's checkpoint): one series per name, the live Pod's (the
+    // one whose processes are visible), else the first in order.
+    std::map<std::tuple<std::string, std::string, std::string>, const ContainerObservation*> series;
+    std::map<std::tuple<std::string, std::string, std::string>, bool> series_live;
     for (const PodObservation& p : r->pods) {
       if (p.pod.empty()) continue;  // per-Pod series only for Pods with a name
       for (const ContainerObservation& c : p.containers) {
-        if (!seen.insert({p.ns, p.pod, c.name}).second) continue;
-        std::string labels = "namespace=\"";
-        AppendPrometheusLabelValue(&labels, p.ns);
-        labels += "\",pod=\"";
-        AppendPrometheusLabelValue(&labels, p.pod);
-        labels += "\",container=\"";
-        AppendPrometheusLabelValue(&labels, c.name);
-        labels += "\"";
-        absl::StrAppend(&transport, "fabric_pod_transport{", labels, ",observed=\"",
-                        VerdictName(c.verdict), "\"} 1\n");
-        absl::StrAppend(&fallback, "fabric_pod_transport_fallback{", labels, "} ",
-                        c.fallback ? 1 : 0, "\n");
+        const auto key = std::make_tuple(p.ns, p.pod, c.name);
+        auto [it, added] = series.try_emplace(key, &c);
+        if (!added && p.live && !series_live[key]) it->second = &c;
+        series_live[key] = series_live[key] || p.live;
       }
     }
+    for (const auto& [key, c] : series) {
+      const auto& [ns, pod, name] = key;
+      std::string labels = "namespace=\"";
+      AppendPrometheusLabelValue(&labels, ns);
+      labels += "\",pod=\"";
+      AppendPrometheusLabelValue(&labels, pod);
+      labels += "\",container=\"";
+      AppendPrometheusLabelValue(&labels, name);
+      labels += "\"";
+      absl::StrAppend(&transport, "fabric_pod_transport{", labels, ",observed=\"",
+                      VerdictName(c->verdict), "\"} 1\n");
+      absl::StrAppend(&fallback, "fabric_pod_transport_fallback{", labels, "} ",
+                      c->fallback ? 1 : 0, "\n");
+    }
   }
+  uint64_t evaluations = 0, refused = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    evaluations = evaluations_total_;
+    refused = refused_total_;
+  }
+  absl::StrAppend(
+      &fallback,
+      "# HELP fabric_observe_window_evaluations_total Evaluations of a window other than the "
+      "default (or of a Pod asked for by name) for /v1/pods; each is cached until the next "
+      "sample.\n"
+      "# TYPE fabric_observe_window_evaluations_total counter\n"
+      "fabric_observe_window_evaluations_total ",
+      evaluations,
+      "\n"
+      "# HELP fabric_observe_window_evaluations_refused_total /v1/pods requests answered 429: "
+      "they asked for more distinct windows in one sample period than the agent evaluates.\n"
+      "# TYPE fabric_observe_window_evaluations_refused_total counter\n"
+      "fabric_observe_window_evaluations_refused_total ",
+      refused, "\n");
   return transport + fallback;
 }
 
@@ -209,7 +261,19 @@ HttpAnswer TransportObserver::ServeHttp(const std::string& path, const std::stri
     }
     body = PodJson(std::string(parts[0]), std::string(parts[1]), window);
   }
-  if (!body.ok()) return JsonError(HttpStatusOf(body.status()), body.status().message());
+  if (!body.ok()) {
+    HttpAnswer a = JsonError(HttpStatusOf(body.status()), body.status().message());
+    if (body.status().code() == absl::StatusCode::kResourceExhausted) {
+      // When the next sample (and an empty budget) is due, at the latest.
+      a.body = DumpJson(nlohmann::json{{"error", std::string(body.status().message())},
+                                       {"retry_after_seconds",
+                                        std::max<int64_t>(
+                                            1, absl::ToInt64Seconds(absl::Ceil(
+                                                   options_.sample_period, absl::Seconds(1))))}}) +
+               "\n";
+    }
+    return a;
+  }
   return HttpAnswer{200, "application/json", std::move(*body)};
 }
 

@@ -31,6 +31,12 @@ namespace fabric::observe {
 struct ObserverOptions {
   TransportOptions transport;
   absl::Duration default_window = kDefaultWindow;
+  // Evaluations of other windows (and of Pods asked for by name) between two
+  // samples: each is cached until the next sample, and past this many a
+  // request for yet another one is refused (429), so a client looping over
+  // windows cannot hold up the /metrics render that shares the worker.
+  int max_evaluations_per_sample = 4;
+  absl::Duration sample_period = absl::Seconds(5);  // when a refused client may retry
 };
 
 class TransportObserver {
@@ -42,7 +48,8 @@ class TransportObserver {
 
   // The PodTransportList document (every Pod). `window` as ParseWindow reads
   // it; empty: the default window (cached). Unavailable before the first
-  // sample; InvalidArgument naming a bad window.
+  // sample; InvalidArgument naming a bad window; ResourceExhausted when the
+  // window is not cached and this sample's evaluations are spent.
   absl::StatusOr<std::string> PodsJson(absl::string_view window = "") const;
   // One Pod's PodTransport document; NotFound when no Pod of interest has
   // that namespace and name.
@@ -56,8 +63,10 @@ class TransportObserver {
 
   // HttpHandlers::pods: GET /v1/pods and /v1/pods/{namespace}/{pod} with an
   // optional query "window=60s". 200 with the document; 400 naming a bad
-  // window; 404 for an unknown Pod or path; 503 before the first sample. Error
-  // bodies are {"error": "..."}. Never throws on its inputs.
+  // window; 404 for an unknown Pod or path; 429 when the evaluations of this
+  // sample period are spent (retry_after_seconds says when to come back); 503
+  // before the first sample. Error bodies are {"error": "..."}. Never throws
+  // on its inputs.
   HttpAnswer ServeHttp(const std::string& path, const std::string& query) const;
 
   // The cached default-window result (nullopt before the first sample).
@@ -72,6 +81,10 @@ class TransportObserver {
 
   // The result for `window` (empty: the cache), with last_non_idle filled.
   absl::StatusOr<std::shared_ptr<const WindowResult>> Result(absl::string_view window) const;
+  // `length` evaluated with `transport`, from this sample's cache or within
+  // its budget; `key` names the evaluation in the cache.
+  absl::StatusOr<std::shared_ptr<const WindowResult>> Evaluated(
+      absl::Duration length, const TransportOptions& transport, const std::string& key) const;
   void FillLastNonIdle(WindowResult& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static ContainerKey KeyOf(const PodObservation& p, const ContainerObservation& c);
 
@@ -80,6 +93,12 @@ class TransportObserver {
   std::vector<sampler::SamplePtr> ring_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const WindowResult> current_ ABSL_GUARDED_BY(mu_);
   std::map<ContainerKey, LastNonIdle> last_non_idle_ ABSL_GUARDED_BY(mu_);
+  // Evaluations asked since the last sample (reset by OnSample).
+  mutable std::map<std::string, std::shared_ptr<const WindowResult>> evaluated_
+      ABSL_GUARDED_BY(mu_);
+  mutable int evaluations_this_sample_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable uint64_t evaluations_total_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable uint64_t refused_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fabric::observe

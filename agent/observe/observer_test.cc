@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "agent/observe/document.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -326,6 +327,86 @@ TEST(Observer, MetricsOneSeriesPerContainer) {
   std::string out = RunCommand("/usr/bin/promtool check metrics < " + file, &rc);
   EXPECT_THAT(out, Not(HasSubstr("parsing error"))) << out;
   EXPECT_THAT(out, Not(HasSubstr("error while linting"))) << out;
+}
+
+// Issue 27 item 12: each distinct window costs an evaluation on the worker
+// that also renders /metrics. They are cached per sample, and bounded.
+TEST(Observer, WindowEvaluationsAreCachedAndBoundedPerSample) {
+  ObserverOptions o;
+  o.max_evaluations_per_sample = 3;
+  o.sample_period = absl::Seconds(5);
+  TransportObserver obs(o);
+  FakeSampler s;
+  for (int i = 0; i < 30; ++i) s.Round(500, 0);
+  obs.OnSample(s.ring());
+  for (const char* w : {"20s", "30s", "45s"}) {
+    HttpAnswer a = obs.ServeHttp("/v1/pods", absl::StrCat("window=", w));
+    EXPECT_EQ(a.status, 200) << w << ": " << a.body;
+  }
+  // Asked again: from the cache, not evaluated, not refused.
+  EXPECT_EQ(obs.ServeHttp("/v1/pods", "window=30s").status, 200);
+  EXPECT_EQ(obs.ServeHttp("/v1/pods", "window=60s").status, 200) << "the default: always cached";
+  HttpAnswer refused = obs.ServeHttp("/v1/pods", "window=50s");
+  EXPECT_EQ(refused.status, 429);
+  nlohmann::json err = Parse(refused.body);
+  EXPECT_THAT(err["error"].get<std::string>(), HasSubstr("at most 3 windows"));
+  EXPECT_EQ(err["retry_after_seconds"], 5);
+  // A Pod asked for by name with a new window counts too.
+  EXPECT_EQ(obs.ServeHttp("/v1/pods/ml/member-0", "window=2m").status, 429);
+  EXPECT_EQ(obs.ServeHttp("/v1/pods/ml/member-0", "window=30s").status, 200);
+  const std::string text = obs.MetricsText();
+  EXPECT_THAT(text, HasSubstr("fabric_observe_window_evaluations_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_observe_window_evaluations_refused_total 2\n"));
+  // The next sample clears the cache and the budget.
+  s.Round(500, 0);
+  obs.OnSample(s.ring());
+  EXPECT_EQ(obs.ServeHttp("/v1/pods", "window=50s").status, 200);
+}
+
+// Issue 27 item 10: a Pod re-created under the same name shows twice while
+// the old UID is in the kubelet's checkpoint; the series is the live Pod's.
+TEST(Observer, MetricsOfARecreatedPodAreTheLivePods) {
+  constexpr char kOld[] = "0a1b2c3d-0000-4000-8000-000000000001";  // sorts first
+  constexpr char kNew[] = "ffffffff-0000-4000-8000-000000000002";
+  std::vector<SamplePtr> ring;
+  for (int i = 0; i < 4; ++i) {
+    auto s = std::make_shared<Sample>();
+    s->seq = i;
+    s->mono = kMono0 + absl::Seconds(5 * i);
+    s->wall = kWall0 + absl::Seconds(5 * i);
+    s->resources_ok = s->procs_ok = true;
+    for (const char* uid : {kOld, kNew}) {
+      Grant g;
+      g.hold = PodDeviceHold{"ml", "member-0", "engine", "vpc.amazonaws.com/efa", "rdmap79s0", uid};
+      g.exclusive = true;
+      s->grants.push_back(g);
+    }
+    sampler::DeviceTraffic t;
+    t.device = "rdmap79s0";
+    t.kind = DeviceKind::kEfa;
+    t.readable = true;
+    t.bytes = static_cast<uint64_t>(i) * 100 * kMiB;
+    s->traffic = {t};
+    PodNet n;  // only the new Pod has processes
+    n.pod_uid = kNew;
+    n.pid = 900;
+    n.readable = true;
+    s->pods = {n};
+    sampler::ContainerOwned o;
+    o.pod_uid = kNew;
+    o.container_id = kCid;
+    o.device = "rdmap79s0";
+    o.owned.qp = o.owned.qp_active = 4;
+    o.pids = {900};
+    s->owned = {o};
+    ring.push_back(std::move(s));
+  }
+  TransportObserver obs;
+  obs.OnSample(ring);
+  const std::string text = obs.MetricsText();
+  EXPECT_THAT(text, HasSubstr("fabric_pod_transport{namespace=\"ml\",pod=\"member-0\","
+                              "container=\"engine\",observed=\"efa\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("observed=\"unknown\"")));
 }
 
 TEST(Observer, ConcurrentReadersAndSamples) {
