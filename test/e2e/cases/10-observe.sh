@@ -13,9 +13,25 @@
 #   d. o-shared-active and o-shared-idle hold device.gpustack.ai/rdma.shared tokens on one device;
 #      the active one runs ibv_rc_pingpong: rdma with sole-owner; the other is idle (exit 21);
 #   e. o-idle (no grant, no traffic): idle.
-# One rxe device cannot be held exclusively (a, b) and shared (d) at once, so the case adds rxe1 and
-# rxe2 on dummy netdevs: the exclusive pool serves rxe0 and rxe1, the shared pool rxe2 (rxe loops a
-# packet back inside the device when its destination MAC is its own, so one device carries both ends).
+# And the busy, messy node of issue 27, each a case where the verdict used to be wrong:
+#   f. o-pd-only holds a third rxe2 token, opens rxe2 with a PD and a CQ but no QP (a stack that failed
+#      before its QPs) and sends over TCP while o-shared-active moves RDMA on rxe2: tcp, a fallback
+#      (it was rdma), and o-shared-active stays the sole owner (it was shared-ambiguous);
+#   g. o-thread-exit (device.gpustack.ai/rdma: 1) creates its PD, CQ, MR and QPs in a thread that
+#      exits, then moves RDMA from its main thread: the kernel names no owner (pid 0), so the verdict
+#      is unknown, "a user whose owner cannot be identified moved bytes" (it was idle);
+#   h. o-thread-stay does the same from a thread that stays: the kernel names the thread, and the
+#      evidence must name the process (it named the thread ID);
+#   i. o-init: an init container holds the fourth rxe2 token and ends; the app container, with no
+#      grant, sends over TCP: the init container is no fallback (it was tcp, fallback true).
+# The premise of b. is that o-tcp owns no QP that can move bytes: libfabric 1.17's verbs provider,
+# initialized by fi_getinfo in every process whatever provider it asks for, creates per device a PD,
+# two CQs and a series of never-connected QPs (RESET) to learn the device's limits, and destroys
+# them before fi_getinfo returns; a sample can catch them.
+# One rxe device cannot be held exclusively (a, b, g, h) and shared (d, f, i) at once, so the case
+# adds rxe1..rxe4 on dummy netdevs: the exclusive pool serves rxe0, rxe1, rxe3 and rxe4, the shared
+# pool rxe2 (rxe loops a packet back inside the device when its destination MAC is its own, so one
+# device carries both ends).
 # Also: rdma-res-probe (the agent's restrack reader as a tool) lists the same user QPs as
 # `rdma -j res show qp`.
 # e2e: needs the real kubelet
@@ -42,11 +58,13 @@ rkvm_node /run/rk10
 # Two more soft-RoCE devices (removed at exit).
 "$E2E_LIB/rxe-up.sh" rxe1 e2e-rxe1 10.0.5.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe1 on a dummy netdev"
 "$E2E_LIB/rxe-up.sh" rxe2 e2e-rxe2 10.0.6.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe2 on a dummy netdev"
+"$E2E_LIB/rxe-up.sh" rxe3 e2e-rxe3 10.0.7.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe3 on a dummy netdev"
+"$E2E_LIB/rxe-up.sh" rxe4 e2e-rxe4 10.0.8.1/24 >>"$OUT/setup.log" 2>&1 || fail "cannot add rxe4 on a dummy netdev"
 # `rdma link delete` waits, unkillable, until every process that opened the device's uverbs file has
 # closed it; whatever still holds one at exit is killed first.
 _e2e_rxe_down() {
   local d u p
-  for d in rxe1 rxe2; do
+  for d in rxe1 rxe2 rxe3 rxe4; do
     for u in /sys/class/infiniband_verbs/uverbs*; do
       [[ $(cat "$u/ibdev" 2>/dev/null) == "$d" ]] || continue
       for p in /proc/[0-9]*; do
@@ -54,15 +72,16 @@ _e2e_rxe_down() {
       done
     done
   done
-  rdma link delete rxe1 2>/dev/null; rdma link delete rxe2 2>/dev/null
-  ip link del e2e-rxe1 2>/dev/null; ip link del e2e-rxe2 2>/dev/null
+  for d in 1 2 3 4; do
+    rdma link delete rxe$d 2>/dev/null; ip link del e2e-rxe$d 2>/dev/null
+  done
 }
 trap '_rkvm_exit; _e2e_rxe_down' EXIT
 declare -A GID
-for d in rxe0 rxe1 rxe2; do
+for d in rxe0 rxe1 rxe2 rxe3 rxe4; do
   GID[$d]=$(roce_v2_ipv4_gid_index "$d") || fail "$d has no RoCE v2 IPv4 GID"
 done
-log "GID indexes: rxe0 ${GID[rxe0]}, rxe1 ${GID[rxe1]}, rxe2 ${GID[rxe2]}"
+log "GID indexes: $(for d in rxe0 rxe1 rxe2 rxe3 rxe4; do echo -n "$d ${GID[$d]} "; done)"
 
 # The Pods' network.
 modprobe bridge 2>/dev/null
@@ -82,7 +101,7 @@ cat >"$RK_WORK/agent-config.yaml" <<EOF
 pools:
   - name: $RES
     mode: exclusive
-    selector: {ibdevNames: [rxe0, rxe1]}
+    selector: {ibdevNames: [rxe0, rxe1, rxe3, rxe4]}
   - name: $SHARED
     mode: shared
     tokensPerDevice: 4
@@ -109,7 +128,8 @@ wait_for 30 eval 'checkpoint | jq -e --arg r "$SHARED" "(.Data.RegisteredDevices
 # ---- the Pods ----------------------------------------------------------------------------------------
 # Each client retries until its peer listens; the ping-pongs run longer than the case (-n), the TCP
 # senders in rounds of 2.5 MiB each way with a pause (under TCG a busy sender would starve the rest).
-gid_of='case $d in rxe0) g='${GID[rxe0]}';; rxe1) g='${GID[rxe1]}';; rxe2) g='${GID[rxe2]}';; esac'
+gid_of='case $d in rxe0) g='${GID[rxe0]}';; rxe1) g='${GID[rxe1]}';; rxe2) g='${GID[rxe2]}';;
+  rxe3) g='${GID[rxe3]}';; rxe4) g='${GID[rxe4]}';; esac'
 RDMA_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; echo "device $d gid $g";
   until ibv_rc_pingpong -d $d -g $g -e -s 4096 -n 100000000 -p PORT '$GW'; do sleep 0.5; done'
 SHARED_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'; echo "device $d gid $g";
@@ -136,6 +156,26 @@ rkvm_pod o-hostpath "" 1 false "ibv_devinfo -d rxe0 2>&1 | head -n 3; $(tcp_clie
 rkvm_pod o-shared-active "$(limits "$SHARED")" 0 false "$SHARED_CLIENT" | run_static_pod o-shared-active
 rkvm_pod o-shared-idle "$(limits "$SHARED")" 0 false | run_static_pod o-shared-idle
 rkvm_pod o-idle "" 0 false | run_static_pod o-idle
+# f.-i.: the issue 27 Pods.
+ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
+[[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
+PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(tcp_client 47594)"
+THREAD_LOOP='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 WHO'
+rkvm_pod o-pd-only "$(limits "$SHARED")" 0 false "$PD_ONLY" | run_static_pod o-pd-only
+rkvm_pod o-thread-exit "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/exit}" | run_static_pod o-thread-exit
+rkvm_pod o-thread-stay "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/stay}" | run_static_pod o-thread-stay
+# o-init: an init container "fetch" holding an rxe2 token that ends at once, then the app container.
+with_init_container() {  # NAME RESOURCE: adds it to the manifest on stdin
+  awk -v name="$1" -v res="$2" '/^  containers:/ {
+      print "  initContainers:"
+      print "    - name: " name
+      print "      image: docker.io/local/busybox:rk"
+      print "      imagePullPolicy: Never"
+      print "      command: [\"/bin/sh\", \"-c\", \"echo fetched\"]"
+      print "      resources: {limits: {" res ": 1}}"
+    } { print }'
+}
+rkvm_pod o-init "" 0 false "$(tcp_client 47595)" | with_init_container fetch "$SHARED" | run_static_pod o-init
 
 # The peers, in the root netns.
 peer_loop() {  # NAME CMD...: runs CMD again whenever it ends
@@ -145,8 +185,10 @@ peer_loop srv-rdma ibv_rc_pingpong -d "$rdma_dev" -g "${GID[$rdma_dev]}" -e -s 4
 peer_loop srv-shared ibv_rc_pingpong -d rxe2 -g "${GID[rxe2]}" -e -s 4096 -n 100000000 -p 18516
 peer_loop srv-tcp fi_pingpong -p tcp -e msg -B 47592 -I 20 -S 65536
 peer_loop srv-hostpath fi_pingpong -p tcp -e msg -B 47593 -I 20 -S 65536
+peer_loop srv-pd-only fi_pingpong -p tcp -e msg -B 47594 -I 20 -S 65536
+peer_loop srv-init fi_pingpong -p tcp -e msg -B 47595 -I 20 -S 65536
 
-PODS="o-rdma o-tcp o-hostpath o-shared-active o-shared-idle o-idle"
+PODS="o-rdma o-tcp o-hostpath o-shared-active o-shared-idle o-idle o-pd-only o-thread-exit o-thread-stay o-init"
 for p in $PODS; do
   wait_container_running "$p" c 400 2>>"$OUT/setup.log" ||
     fail "$p not running: $(pod_json "$p" | jq -c '.status | {phase, reason, message}' 2>/dev/null)"
@@ -205,6 +247,32 @@ wait_for 180 eval '(( $(owned_by o-rdma "$rdma_dev") >= 1 && $(owned_by o-shared
   log "rdma res show qp: $(rdma res show qp | tr '\n' ';')"
   fail "the ping-pong Pods own no QP on their devices after 180 s (o-rdma on $rdma_dev: $(owned_by o-rdma "$rdma_dev"), o-shared-active on rxe2: $(owned_by o-shared-active rxe2))"
 }
+# g., h.: the actors' QPs, RTS, and who the kernel says owns them: nobody (the creating thread
+# exited) and a thread of the actor (not its process), which /proc resolves to the process.
+declare -A DEV
+for p in o-thread-exit o-thread-stay; do
+  DEV[$p]=$(uid_devices "${UIDS[$p]}" "$RES")
+  [[ -n ${DEV[$p]} ]] || fail "$p got no $RES device"
+done
+user_qps() {  # DEVICE: "PID|none STATE" per QP that is not the GSI's
+  rdma -j res show qp 2>/dev/null |
+    jq -r --arg d "$1" '.[]? | select(.ifname == $d and .type != "GSI") | "\(.pid // "none") \(.state)"'
+}
+wait_for 120 eval '(( $(user_qps "${DEV[o-thread-exit]}" | grep -c "^none RTS") >= 2 &&
+                      $(user_qps "${DEV[o-thread-stay]}" | grep -vc "^none") >= 2 ))' || {
+  log "o-thread-exit log: $(pod_logs o-thread-exit | tail -n 3 | tr '\n' ' ')"
+  log "o-thread-stay log: $(pod_logs o-thread-stay | tail -n 3 | tr '\n' ' ')"
+  fail "the actors have no RTS QPs (${DEV[o-thread-exit]}: $(user_qps "${DEV[o-thread-exit]}" | tr '\n' ';') ${DEV[o-thread-stay]}: $(user_qps "${DEV[o-thread-stay]}" | tr '\n' ';'))"
+}
+actor_pid=
+for pid in $(pod_pids o-thread-stay); do
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == e2e-verbs-actor ]] && actor_pid=$pid
+done
+stay_tid=$(user_qps "${DEV[o-thread-stay]}" | awk '$2 == "RTS" { print $1; exit }')
+[[ -n $actor_pid && -n $stay_tid && $stay_tid != "$actor_pid" &&
+   $(awk '/^Tgid:/ { print $2 }' "/proc/$stay_tid/status" 2>/dev/null) == "$actor_pid" ]] ||
+  fail "o-thread-stay: the kernel should name a thread ($stay_tid) of the actor process ($actor_pid)"
+log "o-thread-stay: the kernel names thread $stay_tid of process $actor_pid; o-thread-exit's QPs: $(user_qps "${DEV[o-thread-exit]}" | tr '\n' ';')"
 log "QPs owned at $(since)s: $(rdma res show qp | grep -v '\[ib_core\]' | tr -s ' ' | tr '\n' ';')"
 # rdma-res-probe (the agent's restrack reader as a tool) against iproute2: the same user QPs
 # (device, QP number, owner PID), read at once while the ping-pongs run.
@@ -277,7 +345,9 @@ if ((OBSERVE)); then
   expect "o-tcp: verdict $(verdict o-tcp), want tcp" test "$(verdict o-tcp)" == tcp
   expect "o-tcp: fallback, want true" test "$(doc o-tcp "$c0.fallback")" == true
   expect "o-tcp: exit $(rc o-tcp), want 20" test "$(rc o-tcp)" == 20
-  expect "o-tcp: owns no QP" test "$(doc o-tcp "[$c0.devices[]?.owned.qp] | add // 0")" == 0
+  # fi_getinfo's probe QPs (RESET) may show in a sample: no QP that can move bytes.
+  expect "o-tcp: owns no QP that can move bytes" test "$(doc o-tcp "[$c0.devices[]?.owned.qp_active] | add // 0")" == 0
+  log "o-tcp: QPs seen in the window (fi_getinfo's probes, never connected): $(doc o-tcp "[$c0.devices[]?.owned.qp] | add // 0")"
   # c. /dev/infiniband through a hostPath, no grant (EPERM): tcp; --expect rdma: exit 20
   TAG=o-hostpath
   expect "o-hostpath: verdict $(verdict o-hostpath), want tcp" test "$(verdict o-hostpath)" == tcp
@@ -296,7 +366,37 @@ if ((OBSERVE)); then
   TAG=o-idle
   expect "o-idle: verdict $(verdict o-idle), want idle" test "$(verdict o-idle)" == idle
   expect "o-idle: exit $(rc o-idle), want 21" test "$(rc o-idle)" == 21
-  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath__expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); $probe_note; Pods running at ${t_running}s; $(since)s"
+  # f. a PD and a CQ on rxe2, no QP, TCP bytes: tcp and a fallback; the active holder stays sole owner
+  TAG=o-pd-only
+  expect "o-pd-only: verdict $(verdict o-pd-only), want tcp" test "$(verdict o-pd-only)" == tcp
+  expect "o-pd-only: fallback, want true" test "$(doc o-pd-only "$c0.fallback")" == true
+  expect "o-pd-only: exit $(rc o-pd-only), want 20" test "$(rc o-pd-only)" == 20
+  expect "o-pd-only: owns a PD on rxe2" test "$(doc o-pd-only "[$c0.devices[]? | select(.device == \"rxe2\") | .owned.pd] | max // 0")" -ge 1
+  expect "o-pd-only: no QP that can move bytes" test "$(doc o-pd-only "[$c0.devices[]?.owned.qp_active] | add // 0")" == 0
+  expect "o-pd-only: says it opened the device without a QP" test "$(doc o-pd-only "[$c0.evidence[] | select(test(\"opened rxe2 but created no QP\"))] | length")" -ge 1
+  TAG=o-shared-active
+  expect "o-shared-active: holders, want itself only" test "$(doc o-shared-active "$c0.devices[0].holders | length")" == 1
+  # g. the creating thread exited: nobody is named, the device moved bytes: unknown, not idle
+  TAG=o-thread-exit
+  expect "o-thread-exit: verdict $(verdict o-thread-exit), want unknown" test "$(verdict o-thread-exit)" == unknown
+  expect "o-thread-exit: reason" test "$(doc o-thread-exit "$c0.reason | test(\"a user whose owner cannot be identified moved bytes on ${DEV[o-thread-exit]}\")")" == true
+  # h. a thread that stays: the process, not the thread, in the evidence
+  TAG=o-thread-stay
+  expect "o-thread-stay: verdict $(verdict o-thread-stay), want rdma" test "$(verdict o-thread-stay)" == rdma
+  expect "o-thread-stay: attribution, want exclusive" test "$(doc o-thread-stay "$c0.attribution")" == '"exclusive"'
+  expect "o-thread-stay: pids, want [$actor_pid] (the process; the kernel said thread $stay_tid)" \
+    test "$(doc o-thread-stay "[$c0.devices[]? | select(.device == \"${DEV[o-thread-stay]}\") | .pids[]] | join(\",\")")" == "\"$actor_pid\""
+  # i. the init container ended: idle, never a fallback, though its Pod moves TCP
+  TAG=o-init
+  init_c='.containers[] | select(.name == "fetch")'
+  expect "o-init: the init container is listed" test "$(doc o-init "[$init_c] | length")" == 1
+  expect "o-init: fetch verdict $(doc o-init "$init_c | .verdict"), want idle" test "$(doc o-init "$init_c | .verdict")" == '"idle"'
+  expect "o-init: fetch fallback, want false" test "$(doc o-init "$init_c | .fallback")" == false
+  expect "o-init: says the container is not running" test "$(doc o-init "[$init_c | .evidence[] | select(test(\"no process of this container is running\"))] | length")" == 1
+  metrics=$(curl -s -m 30 "$AGENT_URL/metrics")
+  [[ $metrics == *"fabric_pod_transport_fallback{namespace=\"default\",pod=\"o-init-$RK_NODE\",container=\"fetch\"} 0"* ]] ||
+    fail "o-init: the fallback gauge of fetch is not 0: $(grep "o-init" <<<"$metrics" | tr '\n' ';')"
+  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath__expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); f. o-pd-only $(facts o-pd-only); g. o-thread-exit $(verdict o-thread-exit): $(doc o-thread-exit "$c0.reason"); h. o-thread-stay $(facts o-thread-stay), pids $(doc o-thread-stay "[$c0.devices[]?.pids[]]") (kernel: thread $stay_tid of $actor_pid); i. o-init fetch $(doc o-init "$init_c | .verdict")/fallback $(doc o-init "$init_c | .fallback"); $probe_note; Pods running at ${t_running}s; $(since)s"
 fi
 
 # ---- without the observer (the agent has no --observe yet): the facts the verdicts rest on --------

@@ -10,8 +10,9 @@
 #                            device.gpustack.ai/rdma is registered and the images are imported.
 #   rkvm_pod NAME LIMITS_YAML IB(0|1) [HOSTNET=true] [CMD]
 #                            a busybox Pod manifest with the host's /usr, /lib, /lib64,
-#                            /etc/libibverbs.d, /etc/alternatives and fabricctl's folder as read-only
-#                            hostPaths (and /dev/infiniband when IB=1).
+#                            /etc/libibverbs.d, /etc/alternatives, fabricctl's folder and the e2e
+#                            tools' ($E2E_TOOLS_DIR, when built) as read-only hostPaths (and
+#                            /dev/infiniband when IB=1).
 # Env: RK_CNI_CONFLIST (a file: containerd's CNI network; without it only hostNetwork Pods start),
 #   RKVM_METRICS (the agent's --metrics-address, default 127.0.0.1:0),
 #   RKVM_AGENT_PREFIX (an array: a command the agent runs under, e.g. setpriv dropping capabilities).
@@ -182,6 +183,7 @@ rkvm_start() {  # [AGENT_FLAG...]
   # fabricctl from the build dir (its shared libraries come with the /usr and /lib hostPaths).
   FABRICCTL_DIR=$(dirname "$(realpath "$FABRICCTL")")
   FABRICCTL=$FABRICCTL_DIR/fabricctl
+  E2E_TOOLS_DIR=$(realpath "$BUILD/test/e2e/tools" 2>/dev/null)
 }
 
 checkpoint() { cat "$RK_KUBELET_DIR/device-plugins/kubelet_internal_checkpoint" 2>/dev/null; }
@@ -220,12 +222,14 @@ EOF
     echo "        - {name: ${m//[\/.]/-}, mountPath: /$m, readOnly: true}"
   done
   echo "        - {name: fabricctl, mountPath: $FABRICCTL_DIR, readOnly: true}"
+  [[ -d $E2E_TOOLS_DIR ]] && echo "        - {name: e2e-tools, mountPath: $E2E_TOOLS_DIR, readOnly: true}"
   ((ib)) && echo "        - {name: ib, mountPath: /dev/infiniband}"
   echo "  volumes:"
   for m in usr lib lib64 etc/libibverbs.d etc/alternatives; do
     echo "    - {name: ${m//[\/.]/-}, hostPath: {path: /$m}}"
   done
   echo "    - {name: fabricctl, hostPath: {path: $FABRICCTL_DIR, type: Directory}}"
+  [[ -d $E2E_TOOLS_DIR ]] && echo "    - {name: e2e-tools, hostPath: {path: $E2E_TOOLS_DIR, type: Directory}}"
   ((ib)) && echo "    - {name: ib, hostPath: {path: /dev/infiniband, type: Directory}}"
   return 0
 }
