@@ -379,6 +379,7 @@ absl::StatusOr<std::vector<PodProcess>> ProcPodSource::ScanPods() {
     }
     next.emplace(pid, std::move(entry));
   }
+  for (auto& [pid, entry] : next) entry.listed = true;
   cache_ = std::move(next);  // PIDs not listed any more are gone
 
   std::vector<PodProcess> out;
@@ -398,6 +399,15 @@ absl::StatusOr<std::vector<PodProcess>> ProcPodSource::ScanPods() {
 
 absl::StatusOr<PodProcess> ProcPodSource::Identify(uint32_t pid) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The last scan checked this PID's instance (its /proc inode, else its
+  // start time) moments ago: no file read. Any other PID is checked here.
+  if (auto it = cache_.find(pid);
+      it != cache_.end() && it->second.listed && (it->second.identity || it->second.confirmed)) {
+    if (!it->second.identity) {
+      return absl::NotFoundError(absl::StrCat("process ", pid, " is not in a Pod"));
+    }
+    return PodProcess{pid, *it->second.identity};
+  }
   absl::StatusOr<uint64_t> start = ReadStartTime(pid);
   if (!start.ok()) {
     if (absl::IsNotFound(start.status())) {
@@ -432,6 +442,9 @@ absl::StatusOr<PodProcess> ProcPodSource::Identify(uint32_t pid) {
 
 absl::StatusOr<uint32_t> ProcPodSource::ProcessOf(uint32_t tid) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The last scan listed it: a process (readdir lists thread group leaders
+  // only). Identify checks its start time next, as for any PID.
+  if (auto it = cache_.find(tid); it != cache_.end() && it->second.listed) return tid;
   const std::string path = PidPath(tid, "status");
   absl::StatusOr<std::string> text = files_->Read(path, kMaxStatusBytes);
   if (!text.ok()) {
@@ -464,6 +477,23 @@ absl::StatusOr<NetBytes> ProcPodSource::NetDevBytes(uint32_t pid) {
 }
 
 absl::StatusOr<bool> ProcPodSource::InHostNetns(uint32_t pid) {
+  {
+    // A process keeps its network namespace (a Pod's processes never leave
+    // theirs): told once while its PID stays the same process.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(pid); it != cache_.end() && it->second.in_host_netns) {
+      return *it->second.in_host_netns;
+    }
+  }
+  absl::StatusOr<bool> answer = InHostNetnsUncached(pid);
+  if (answer.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(pid); it != cache_.end()) it->second.in_host_netns = *answer;
+  }
+  return answer;
+}
+
+absl::StatusOr<bool> ProcPodSource::InHostNetnsUncached(uint32_t pid) {
   absl::StatusOr<bool> by_link = InHostNetnsByLink(pid);
   if (!absl::IsPermissionDenied(by_link.status())) return by_link;
   // No ptrace rights over the process (another UID, or capabilities the agent

@@ -117,12 +117,15 @@ class ProcPodSource : public ProcSource {
   // runtime's cgroup and moves it into the container's an instant later.
   // Error only when proc_root cannot be listed.
   absl::StatusOr<std::vector<PodProcess>> ScanPods() override;
-  // Checks the cached start time (one read of /proc/<pid>/stat), so a reused
-  // PID is never attributed to the Pod of the process that had it before.
+  // A PID the last scan listed is answered from the cache (the scan checked
+  // its instance); any other has its start time checked (one read of
+  // /proc/<pid>/stat), so a reused PID is never attributed to the Pod of the
+  // process that had it before. The sampler scans right before it asks.
   absl::StatusOr<PodProcess> Identify(uint32_t pid) override;
   // /proc/<tid>/status's Tgid (a thread's /proc/<tid> exists, unlisted).
   absl::StatusOr<uint32_t> ProcessOf(uint32_t tid) override;
   absl::StatusOr<NetBytes> NetDevBytes(uint32_t pid) override;
+  // Cached per process while its PID stays (a scan finds reuse).
   absl::StatusOr<bool> InHostNetns(uint32_t pid) override;
   std::string Comm(uint32_t pid) override;
   // By container ID, from the runtime directory that matches the identity's
@@ -139,6 +142,8 @@ class ProcPodSource : public ProcSource {
   struct Entry {
     uint64_t start_time = 0;
     uint64_t dir_ino = 0;  // of /proc/<pid> when last listed
+    std::optional<bool> in_host_netns;  // InHostNetns, once told
+    bool listed = false;                 // by the last scan (not only Identify'd)
     std::optional<CgroupIdentity> identity;  // nullopt: not in a Pod
     bool confirmed = false;                  // a non-Pod result read twice
   };
@@ -149,7 +154,9 @@ class ProcPodSource : public ProcSource {
   ReadResult ReadIdentity(uint32_t pid, Entry* entry, ScanStats* stats);
   ReadResult ReadCgroup(uint32_t pid, std::optional<CgroupIdentity>* identity, ScanStats* stats);
   absl::StatusOr<uint64_t> ReadStartTime(uint32_t pid);
-  // ns/net of `pid` against pid 1's (needs ptrace rights over `pid`).
+  // ns/net of `pid` against pid 1's (needs ptrace rights over `pid`), else
+  // the runtime's record.
+  absl::StatusOr<bool> InHostNetnsUncached(uint32_t pid);
   absl::StatusOr<bool> InHostNetnsByLink(uint32_t pid);
 
   const Options options_;

@@ -166,6 +166,24 @@ TEST_F(ProcPodSourceTest, APidReusedBetweenScansIsAnotherProcess) {
   EXPECT_EQ(source->last_scan_stats().reused, 0u);
 }
 
+// The sampler scans, then identifies the resources' owners: a PID the scan
+// listed (and checked) costs no read; one it did not is checked.
+TEST_F(ProcPodSourceTest, IdentifyTrustsTheLastScan) {
+  tree_.AddPodProcess(100, Container(1), CgroupStyle::kSystemdV2, 1);
+  tree_.AddHostProcess(200, "tool");
+  auto source = Source();
+  ASSERT_TRUE(source->ScanPods().ok());
+  ASSERT_TRUE(source->ScanPods().ok());  // 200 confirmed outside every Pod
+  files_->Reset();
+  EXPECT_EQ(source->Identify(100)->identity.container_id, FakeProcTree::ContainerId(1));
+  EXPECT_EQ(source->Identify(200).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*source->ProcessOf(100), 100u);
+  EXPECT_EQ(files_->total_reads(), 0);
+  tree_.AddPodProcess(300, Container(3), CgroupStyle::kSystemdV2, 3);  // after the scan
+  EXPECT_EQ(source->Identify(300)->identity.container_id, FakeProcTree::ContainerId(3));
+  EXPECT_EQ(files_->reads("stat"), 1);
+}
+
 // The kernel names a resource's owner by its creating thread; /proc/<tid>
 // resolves though readdir does not list it.
 TEST_F(ProcPodSourceTest, ThreadsResolveToTheirProcessAndAreNotScanned) {
@@ -365,6 +383,22 @@ TEST_F(ProcPodSourceTest, InHostNetns) {
 
 // Without ptrace rights the runtime's record answers: a spec without a
 // network namespace is a hostNetwork Pod's.
+// Told once per process: a Pod's processes never leave their netns, and the
+// sampler asks for every Pod every period. A reused PID is asked afresh.
+TEST_F(ProcPodSourceTest, InHostNetnsIsToldOncePerProcess) {
+  tree_.AddPodProcess(100, Container(1), CgroupStyle::kSystemdV2, 7);
+  auto source = Source();
+  ASSERT_TRUE(source->ScanPods().ok());
+  EXPECT_EQ(*source->InHostNetns(100), false);
+  files_->Reset();
+  EXPECT_EQ(*source->InHostNetns(100), false);
+  EXPECT_EQ(files_->stats(), 0);
+  tree_.RemoveProcess(100);  // another process, in the host's netns, takes the PID
+  tree_.AddPodProcess(100, Container(2), CgroupStyle::kSystemdV2, kHostNetns);
+  ASSERT_TRUE(source->ScanPods().ok());
+  EXPECT_EQ(*source->InHostNetns(100), true);
+}
+
 TEST_F(ProcPodSourceTest, InHostNetnsFromTheRuntimeRecordWhenNsNetIsDenied) {
   const std::string runtime_dir = dir_.path() + "/containerd/k8s.io";
   const std::string crio_dir = dir_.path() + "/crio/overlay-containers";
