@@ -49,5 +49,47 @@ TEST(StringAtTest, ReadsThroughObjectsWithoutTrustingTypes) {
   EXPECT_EQ(StringAt(o, {"dra", "slices", "last_error"}), "409");
 }
 
+// The streaming writer writes what DumpJson writes of the same document.
+TEST(JsonWriterTest, WritesWhatDumpJsonWrites) {
+  const std::string tricky = std::string("q\"b\\s/\b\f\n\r\t") + '\x01' + '\x1f' +
+                             "\x7f caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80";
+  nlohmann::ordered_json want = {
+      {"s", tricky},
+      {"n", 18446744073709551615ULL},
+      {"d", 60.0},
+      {"f", 12.345},
+      {"tiny", 1e-7},
+      {"b", false},
+      {"z", nullptr},
+      {"a", nlohmann::ordered_json::array({1, "x", nlohmann::ordered_json::object()})},
+      {"empty", nlohmann::ordered_json::array()},
+      {"o", {{"k", true}}}};
+  std::string got;
+  JsonWriter w(&got);
+  w.BeginObject().Key("s").String(tricky).Key("n").Uint(18446744073709551615ULL);
+  w.Key("d").Double(60.0).Key("f").Double(12.345).Key("tiny").Double(1e-7);
+  w.Key("b").Bool(false).Key("z").StringOrNull("");
+  w.Key("a").BeginArray().Uint(1).String("x").BeginObject().EndObject().EndArray();
+  w.Key("empty").BeginArray().EndArray();
+  w.Key("o").BeginObject().Key("k").Bool(true).EndObject();
+  w.EndObject();
+  EXPECT_EQ(got, DumpJson(want));
+}
+
+// Ill-formed UTF-8 never reaches the text: each bad byte is U+FFFD.
+TEST(JsonWriterTest, IllFormedUtf8BecomesReplacementCharacters) {
+  for (const std::string bad : {std::string("\xff"), std::string("\xC0\xAF"),  // overlong '/'
+                                std::string("\xED\xA0\x80"),                   // a surrogate
+                                std::string("\xF4\x90\x80\x80"),              // past U+10FFFF
+                                std::string("\xE2\x82")}) {                     // truncated
+    std::string got;
+    JsonWriter(&got).String("a" + bad + "b");
+    std::string want = "\"a";
+    for (size_t i = 0; i < bad.size(); ++i) want += "\xEF\xBF\xBD";
+    EXPECT_EQ(got, want + "b\"");
+    EXPECT_NO_THROW((void)nlohmann::json::parse(got));
+  }
+}
+
 }  // namespace
 }  // namespace fabric
