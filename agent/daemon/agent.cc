@@ -258,9 +258,12 @@ absl::Status Agent::StartSampler() {
   observe::ObserverOptions oo;
   oo.transport.floor_bytes = options_.observe_floor_bytes;
   oo.sample_period = so.period;
-  observer_ = std::make_unique<observe::TransportObserver>(oo);
+  observer_ = std::make_unique<observe::TransportObserver>(
+      oo, [this](absl::FunctionRef<void(const sampler::SampleRing&)> read) {
+        sampler_->ReadRing(read);
+      });
   sampler_->OnSample(
-      [this](const std::vector<sampler::SamplePtr>& ring) { observer_->OnSample(ring); });
+      [this](const sampler::SampleRing& ring) { observer_->OnSample(ring); });
   return absl::OkStatus();
 }
 
@@ -303,6 +306,7 @@ std::string Agent::MetricsText() const {
     if (in.sample)
       sm.last_sample_age_seconds = absl::ToDoubleSeconds(MonotonicNow() - in.sample->mono);
     sm.unreadable_devices = st.unreadable_devices;
+    sm.ring_bytes = st.ring_bytes;
     in.sampler = sm;
   }
   std::string out = RenderMetrics(in);

@@ -264,6 +264,11 @@ std::string Render(const MetricsInput& in) {
     w.Family("fabric_sampler_unreadable_devices", "gauge",
              "Devices none of whose counters could be read in the last sample.");
     w.Sample("fabric_sampler_unreadable_devices", {}, s.unreadable_devices);
+    w.Family("fabric_sampler_ring_bytes", "gauge",
+             "Heap held by the ring of samples the transport verdicts read: about capacity x "
+             "(21 B per device + 13 B per Pod + 22 B per container using a device) plus each "
+             "identity once (docs/observe.md).");
+    w.Sample("fabric_sampler_ring_bytes", {}, s.ring_bytes);
   }
   return w.Text();
 }

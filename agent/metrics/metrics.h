@@ -38,6 +38,7 @@ struct SamplerMetrics {
   double last_round_seconds = 0;
   double last_sample_age_seconds = 0;
   uint64_t unreadable_devices = 0;  // devices none of whose counters could be read
+  uint64_t ring_bytes = 0;          // the memory of the ring the verdicts read
 };
 
 struct MetricsInput {

@@ -221,7 +221,7 @@ TEST(MetricsTest, SamplerSeries) {
   fs.AddEfa("rdmap79s0", "0000:4f:00.0", {.numa_node = 0});
   MetricsInput in = Input(fs);
   EXPECT_THAT(RenderMetrics(in), Not(HasSubstr("fabric_sampler_")));
-  in.sampler = SamplerMetrics{7, 0.0025, 1.5, 1};
+  in.sampler = SamplerMetrics{7, 0.0025, 1.5, 1, 1234567};
   const std::string text = RenderMetrics(in);
   EXPECT_THAT(text, HasSubstr("# TYPE fabric_sampler_rounds_total counter\n"
                               "fabric_sampler_rounds_total 7\n"));
@@ -229,6 +229,8 @@ TEST(MetricsTest, SamplerSeries) {
                               "fabric_sampler_round_seconds 0.0025\n"));
   EXPECT_THAT(text, HasSubstr("fabric_sampler_last_sample_age_seconds 1.5\n"));
   EXPECT_THAT(text, HasSubstr("fabric_sampler_unreadable_devices 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE fabric_sampler_ring_bytes gauge\n"
+                              "fabric_sampler_ring_bytes 1234567\n"));
   ExpectParsableScrape(text);
 }
 

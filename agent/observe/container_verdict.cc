@@ -231,7 +231,7 @@ ContainerObservation Evaluate(Facts& facts, const PodFacts& pod, const std::stri
                               " (rx+tx, lo excluded) in ", Seconds(secs)));
   }
   const WindowBounds& bounds = facts.window.bounds;
-  if (bounds.shorter && facts.window.samples.size() >= 2) {
+  if (bounds.shorter && facts.window.size() >= 2) {
     ev.push_back(absl::StrCat("the ring reaches back only ", Seconds(secs), " of the ",
                               absl::ToInt64Seconds(bounds.requested), " s asked"));
   }

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "agent/observe/transport.h"
-#include "nlohmann/json.hpp"
 
 namespace fabric::observe {
 
@@ -18,16 +17,17 @@ inline constexpr char kListKind[] = "PodTransportList";
 // One Pod: {"apiVersion", "kind": "PodTransport", "namespace", "pod",
 // "window_seconds", "containers": [{"name", "verdict", "attribution",
 // "fabric_bytes", "other_bytes", "devices": [{"device", "resource", "kind",
-// "owned": {"qp", "cq", "mr", "mr_bytes", "pd"}, "fabric_bytes",
+// "owned": {"qp", "qp_active", "cq", "mr", "mr_bytes", "pd"}, "fabric_bytes",
 // "fabric_packets", "attribution", "holders"}], "evidence", "fabric_packets",
 // "fallback", "reason", "host_network", "container_ids", "last_non_idle"}],
 // "pod_uid", "host_network", "window": {"start", "end", "requested_seconds",
-// "samples", "shorter"}, "floor_bytes", "floor_packets"}.
-nlohmann::ordered_json PodDocument(const PodObservation& pod, const WindowResult& result);
+// "samples", "shorter"}, "floor_bytes", "floor_packets"}. JSON text, with a
+// final newline.
+std::string PodDocument(const PodObservation& pod, const WindowResult& result);
 
 // Every Pod: {"apiVersion", "kind": "PodTransportList", "window_seconds",
 // "window", "floor_bytes", "floor_packets", "items": [PodDocument...]}.
-nlohmann::ordered_json ListDocument(const WindowResult& result);
+std::string ListDocument(const WindowResult& result);
 
 // RFC 3339 in UTC with milliseconds ("2026-12-02T00:41:07.512Z").
 std::string Rfc3339(absl::Time t);

@@ -1,5 +1,6 @@
 #include "agent/observe/observer.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -40,18 +41,19 @@ int HttpStatusOf(const absl::Status& s) {
 
 }  // namespace
 
-TransportObserver::TransportObserver(ObserverOptions options) : options_(std::move(options)) {}
+TransportObserver::TransportObserver(ObserverOptions options, RingReader ring)
+    : options_(std::move(options)), ring_(std::move(ring)) {}
 
 TransportObserver::ContainerKey TransportObserver::KeyOf(const PodObservation& p,
                                                          const ContainerObservation& c) {
   return {p.pod_uid, absl::StrCat(p.ns, "/", p.pod), c.name};
 }
 
-void TransportObserver::OnSample(const std::vector<sampler::SamplePtr>& ring) {
+void TransportObserver::OnSample(const sampler::SampleRing& ring) {
   auto result = std::make_shared<WindowResult>(
       EvaluateWindow(ring, options_.default_window, options_.transport));
   std::lock_guard<std::mutex> lock(mu_);
-  ring_ = ring;
+  rendered_.clear();
   // Remember, then forget containers no longer of interest (bounded state).
   std::map<ContainerKey, LastNonIdle> kept;
   for (const PodObservation& p : result->pods) {
@@ -102,13 +104,13 @@ absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Result(
 
 absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Evaluated(
     absl::Duration length, const TransportOptions& transport, const std::string& key) const {
-  std::vector<sampler::SamplePtr> ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!current_) {
       return absl::UnavailableError("no sample yet: the observer has not completed a round");
     }
     if (auto it = evaluated_.find(key); it != evaluated_.end()) return it->second;
+    if (!ring_) return absl::UnavailableError("this observer evaluates the default window only");
     if (evaluations_this_sample_ >= options_.max_evaluations_per_sample) {
       ++refused_total_;
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -118,13 +120,14 @@ absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Evaluated
     }
     ++evaluations_this_sample_;
     ++evaluations_total_;
-    ring = ring_;
   }
-  auto result = std::make_shared<WindowResult>(EvaluateWindow(ring, length, transport));
+  auto result = std::make_shared<WindowResult>();
+  ring_([&](const sampler::SampleRing& ring) { *result = EvaluateWindow(ring, length, transport); });
   std::lock_guard<std::mutex> lock(mu_);
   FillLastNonIdle(*result);
-  // Cached for this sample only: one taken meanwhile has cleared the cache.
-  if (!ring_.empty() && !ring.empty() && ring_.back() == ring.back()) evaluated_[key] = result;
+  // Kept for this sample only: OnSample clears the cache (a sample taken
+  // meanwhile may have cleared it already: then this stays uncached).
+  if (current_ && result->window.end == current_->window.end) evaluated_[key] = result;
   return std::shared_ptr<const WindowResult>(std::move(result));
 }
 
@@ -137,7 +140,18 @@ std::optional<WindowResult> TransportObserver::Current() const {
 absl::StatusOr<std::string> TransportObserver::PodsJson(absl::string_view window) const {
   auto r = Result(window);
   if (!r.ok()) return r.status();
-  return DumpJson(ListDocument(**r)) + "\n";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = rendered_.find(r->get()); it != rendered_.end()) return *it->second;
+  }
+  // Rendered outside the lock and kept until the next sample, so a client
+  // polling /v1/pods renders each window's list once per period.
+  auto body = std::make_shared<const std::string>(ListDocument(**r));
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool kept = *r == current_ || std::any_of(evaluated_.begin(), evaluated_.end(),
+                                                  [&](const auto& e) { return e.second == *r; });
+  if (kept) rendered_[r->get()] = body;
+  return *body;
 }
 
 absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
@@ -146,7 +160,7 @@ absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
   auto r = Result(window);
   if (!r.ok()) return r.status();
   for (const PodObservation& p : (*r)->pods) {
-    if (!p.pod.empty() && p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, **r)) + "\n";
+    if (!p.pod.empty() && p.ns == ns && p.pod == pod) return PodDocument(p, **r);
   }
   // Not of interest (no grant, no fabric resource): a Pod that only mounts
   // the devices by hostPath still gets its verdict when its runtime names it.
@@ -159,7 +173,7 @@ absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
                        absl::StrCat(absl::ToInt64Milliseconds(length), " ", ns, "/", pod));
   if (!one.ok()) return one.status();
   for (const PodObservation& p : (*one)->pods) {
-    if (p.ns == ns && p.pod == pod) return DumpJson(PodDocument(p, **one)) + "\n";
+    if (p.ns == ns && p.pod == pod) return PodDocument(p, **one);
   }
   return absl::NotFoundError(
       absl::StrCat("no Pod ", EscapeBytes(ns, 253), "/", EscapeBytes(pod, 253),

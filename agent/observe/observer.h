@@ -20,13 +20,20 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/metrics/http_server.h"
 #include "agent/observe/transport.h"
 #include "agent/sampler/sample.h"
+#include "agent/sampler/sample_ring.h"
 
 namespace fabric::observe {
+
+// How the observer reads the sampler's ring for windows other than the
+// default: runs `read` with it, under whatever lock guards it
+// (Sampler::ReadRing).
+using RingReader = std::function<void(absl::FunctionRef<void(const sampler::SampleRing&)>)>;
 
 struct ObserverOptions {
   TransportOptions transport;
@@ -41,10 +48,12 @@ struct ObserverOptions {
 
 class TransportObserver {
  public:
-  explicit TransportObserver(ObserverOptions options = {});
+  // `ring` reads the sampler's ring for on-demand windows; without one only
+  // the default window is served.
+  explicit TransportObserver(ObserverOptions options = {}, RingReader ring = nullptr);
 
-  // The sampler's hook, called after each round with its ring (oldest first).
-  void OnSample(const std::vector<sampler::SamplePtr>& ring);
+  // The sampler's hook, called after each round with its ring.
+  void OnSample(const sampler::SampleRing& ring);
 
   // The PodTransportList document (every Pod). `window` as ParseWindow reads
   // it; empty: the default window (cached). Unavailable before the first
@@ -89,9 +98,13 @@ class TransportObserver {
   static ContainerKey KeyOf(const PodObservation& p, const ContainerObservation& c);
 
   const ObserverOptions options_;
+  const RingReader ring_;
   mutable std::mutex mu_;
-  std::vector<sampler::SamplePtr> ring_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const WindowResult> current_ ABSL_GUARDED_BY(mu_);
+  // The PodTransportList of current_ and of evaluated_'s results, rendered
+  // when first asked; cleared with them by OnSample.
+  mutable std::map<const WindowResult*, std::shared_ptr<const std::string>> rendered_
+      ABSL_GUARDED_BY(mu_);
   std::map<ContainerKey, LastNonIdle> last_non_idle_ ABSL_GUARDED_BY(mu_);
   // Evaluations asked since the last sample (reset by OnSample).
   mutable std::map<std::string, std::shared_ptr<const WindowResult>> evaluated_

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <shared_mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "agent/observe/document.h"
 #include "gmock/gmock.h"
+#include "nlohmann/json.hpp"
 #include "gtest/gtest.h"
 #include "test/testing/test_dirs.h"
 
@@ -31,16 +33,29 @@ constexpr uint64_t kMiB = 1024 * 1024;
 const absl::Time kMono0 = absl::UnixEpoch() + absl::Hours(100);
 const absl::Time kWall0 = absl::FromUnixSeconds(1796169600);  // 2026-12-02T00:00:00Z
 
-// A sampler stand-in: one sample per 5 s period into a ring of 120 (10 min),
-// with the Pod's traffic per period set by the test.
+// A sampler stand-in: one sample per 5 s period into a ring of 122 (10 min),
+// with the Pod's traffic per period set by the test; the observer reads the
+// ring as the daemon wires it (under the ring's read lock).
 class FakeSampler {
  public:
+  // The ring reader the daemon gives the observer (Sampler::ReadRing).
+  RingReader Reader() {
+    return [this](absl::FunctionRef<void(const sampler::SampleRing&)> read) {
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      read(ring_);
+    };
+  }
+  // The sampler's hook after a round.
+  void Publish(TransportObserver& obs) {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    obs.OnSample(ring_);
+  }
   // Per period: rxe0 packets, the Pod's netns bytes.
   void Round(uint64_t packets, uint64_t net_bytes, bool host_network = false) {
     packets_ += packets;
     net_ += net_bytes;
     auto s = std::make_shared<Sample>();
-    s->seq = seq_;
+    s->seq = seq_ + 1;
     s->mono = kMono0 + absl::Seconds(5 * seq_);
     s->wall = kWall0 + absl::Seconds(5 * seq_);
     ++seq_;
@@ -69,15 +84,28 @@ class FakeSampler {
     o.pids = {166};
     s->owned = {o};
     s->names[kUid] = sampler::PodNames{"ml", "member-0", {{kCid, "engine"}}, {}};
-    ring_.push_back(std::move(s));
-    if (ring_.size() > 120) ring_.erase(ring_.begin());
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    ring_.Append(*s);
+    wall_of_last_ = s->wall;
   }
-  const std::vector<SamplePtr>& ring() const { return ring_; }
-  absl::Time wall_of_last() const { return ring_.back()->wall; }
+  absl::Time wall_of_last() const { return wall_of_last_; }
 
  private:
   uint64_t seq_ = 0, packets_ = 0, net_ = 0;
-  std::vector<SamplePtr> ring_;
+  absl::Time wall_of_last_;
+  std::shared_mutex mu_;
+  sampler::SampleRing ring_{122};
+};
+
+// A ring of the given samples and its reader, for tests that shape each one.
+struct StaticRing {
+  explicit StaticRing(const std::vector<SamplePtr>& samples) : ring(samples.size()) {
+    for (const SamplePtr& s : samples) ring.Append(*s);
+  }
+  RingReader Reader() const {
+    return [this](absl::FunctionRef<void(const sampler::SampleRing&)> read) { read(ring); };
+  }
+  sampler::SampleRing ring;
 };
 
 nlohmann::json Parse(const absl::StatusOr<std::string>& s) {
@@ -103,11 +131,11 @@ TEST(Observer, NothingBeforeTheFirstSample) {
 }
 
 TEST(Observer, KeepsTheLastNonIdleVerdictAcrossIdleWindows) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   for (int i = 0; i < 13; ++i) {
     s.Round(500, 0);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   const absl::Time busy_end = s.wall_of_last();
   auto j = Parse(obs.PodJson("ml", "member-0"));
@@ -116,7 +144,7 @@ TEST(Observer, KeepsTheLastNonIdleVerdictAcrossIdleWindows) {
   // 20 idle periods: the 60 s window turns idle and keeps what came before.
   for (int i = 0; i < 20; ++i) {
     s.Round(0, 0);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   j = Parse(obs.PodJson("ml", "member-0"));
   EXPECT_EQ(j["containers"][0]["verdict"], "idle");
@@ -134,7 +162,7 @@ TEST(Observer, KeepsTheLastNonIdleVerdictAcrossIdleWindows) {
   // Then a fallback: tcp replaces the remembered verdict.
   for (int i = 0; i < 13; ++i) {
     s.Round(0, 2 * kMiB);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   j = Parse(obs.PodJson("ml", "member-0"));
   EXPECT_EQ(j["containers"][0]["verdict"], "tcp");
@@ -143,11 +171,11 @@ TEST(Observer, KeepsTheLastNonIdleVerdictAcrossIdleWindows) {
 }
 
 TEST(Observer, DocumentHasTheIssuesKeys) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   for (int i = 0; i < 13; ++i) {
     s.Round(500, 1000);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   auto text = obs.PodJson("ml", "member-0", "60s");
   ASSERT_TRUE(text.ok()) << text.status();
@@ -201,11 +229,11 @@ TEST(Observer, DocumentHasTheIssuesKeys) {
 }
 
 TEST(Observer, HostNetworkOtherBytesIsNull) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   for (int i = 0; i < 13; ++i) {
     s.Round(500, 0, /*host_network=*/true);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   auto j = Parse(obs.PodJson("ml", "member-0"));
   EXPECT_TRUE(j["containers"][0]["other_bytes"].is_null());
@@ -214,10 +242,10 @@ TEST(Observer, HostNetworkOtherBytesIsNull) {
 }
 
 TEST(Observer, ErrorsNameWhatIsWrong) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   s.Round(0, 0);
-  obs.OnSample(s.ring());
+  s.Publish(obs);
   auto nf = obs.PodJson("ml", "nope");
   EXPECT_EQ(nf.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(nf.status().message()), HasSubstr("ml/nope"));
@@ -272,8 +300,9 @@ TEST(Observer, APodAskedForByNameWithoutGrantOrResources) {
         sampler::PodNames{"ml", "hostpath", {{kHostPathCid, "sender"}}, {kSandboxCid}};
     ring.push_back(std::move(s));
   }
-  TransportObserver obs;
-  obs.OnSample(ring);
+  StaticRing fixed(ring);
+  TransportObserver obs({}, fixed.Reader());
+  obs.OnSample(fixed.ring);
   nlohmann::json list = Parse(obs.PodsJson());
   EXPECT_TRUE(list["items"].empty()) << list.dump();
   nlohmann::json doc = Parse(obs.PodJson("ml", "hostpath", "15s"));
@@ -302,11 +331,11 @@ std::string RunCommand(const std::string& cmd, int* rc) {
 }
 
 TEST(Observer, MetricsOneSeriesPerContainer) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   for (int i = 0; i < 13; ++i) {
     s.Round(0, 2 * kMiB);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   const std::string text = obs.MetricsText();
   EXPECT_THAT(text, HasSubstr("fabric_pod_transport{namespace=\"ml\",pod=\"member-0\","
@@ -335,10 +364,10 @@ TEST(Observer, WindowEvaluationsAreCachedAndBoundedPerSample) {
   ObserverOptions o;
   o.max_evaluations_per_sample = 3;
   o.sample_period = absl::Seconds(5);
-  TransportObserver obs(o);
   FakeSampler s;
+  TransportObserver obs(o, s.Reader());
   for (int i = 0; i < 30; ++i) s.Round(500, 0);
-  obs.OnSample(s.ring());
+  s.Publish(obs);
   for (const char* w : {"20s", "30s", "45s"}) {
     HttpAnswer a = obs.ServeHttp("/v1/pods", absl::StrCat("window=", w));
     EXPECT_EQ(a.status, 200) << w << ": " << a.body;
@@ -359,7 +388,7 @@ TEST(Observer, WindowEvaluationsAreCachedAndBoundedPerSample) {
   EXPECT_THAT(text, HasSubstr("fabric_observe_window_evaluations_refused_total 2\n"));
   // The next sample clears the cache and the budget.
   s.Round(500, 0);
-  obs.OnSample(s.ring());
+  s.Publish(obs);
   EXPECT_EQ(obs.ServeHttp("/v1/pods", "window=50s").status, 200);
 }
 
@@ -401,8 +430,9 @@ TEST(Observer, MetricsOfARecreatedPodAreTheLivePods) {
     s->owned = {o};
     ring.push_back(std::move(s));
   }
-  TransportObserver obs;
-  obs.OnSample(ring);
+  StaticRing fixed(ring);
+  TransportObserver obs({}, fixed.Reader());
+  obs.OnSample(fixed.ring);
   const std::string text = obs.MetricsText();
   EXPECT_THAT(text, HasSubstr("fabric_pod_transport{namespace=\"ml\",pod=\"member-0\","
                               "container=\"engine\",observed=\"efa\"} 1\n"));
@@ -410,10 +440,10 @@ TEST(Observer, MetricsOfARecreatedPodAreTheLivePods) {
 }
 
 TEST(Observer, ConcurrentReadersAndSamples) {
-  TransportObserver obs;
   FakeSampler s;
+  TransportObserver obs({}, s.Reader());
   s.Round(500, 0);
-  obs.OnSample(s.ring());
+  s.Publish(obs);
   std::atomic<bool> stop{false};
   std::thread reader([&] {
     while (!stop) {
@@ -424,7 +454,7 @@ TEST(Observer, ConcurrentReadersAndSamples) {
   });
   for (int i = 0; i < 200; ++i) {
     s.Round(500, 0);
-    obs.OnSample(s.ring());
+    s.Publish(obs);
   }
   stop = true;
   reader.join();

@@ -15,8 +15,6 @@
 
 namespace fabric::observe {
 
-using sampler::SamplePtr;
-
 const char* VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kEfa:
@@ -122,7 +120,7 @@ std::string HumanCount(uint64_t n) {
   return out;
 }
 
-WindowResult EvaluateWindow(const std::vector<SamplePtr>& ring, absl::Duration window_length,
+WindowResult EvaluateWindow(const sampler::SampleRing& ring, absl::Duration window_length,
                             const TransportOptions& options) {
   WindowResult result;
   result.floor_bytes = options.floor_bytes;

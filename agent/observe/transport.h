@@ -4,8 +4,8 @@
 // or unknown (with why), the attribution of the fabric bytes and the evidence
 // the verdict rests on.
 //
-// A pure function of the samples: no I/O, no clock. The stateful part (the
-// last non-idle verdict kept across idle windows) is TransportObserver's.
+// A pure function of the sampler's ring: no I/O, no clock. The stateful part
+// (the last non-idle verdict kept across idle windows) is TransportObserver's.
 #ifndef FABRIC_AGENT_OBSERVE_TRANSPORT_H_
 #define FABRIC_AGENT_OBSERVE_TRANSPORT_H_
 
@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "agent/model/device.h"
 #include "agent/sampler/sample.h"
+#include "agent/sampler/sample_ring.h"
 
 namespace fabric::observe {
 
@@ -127,8 +128,8 @@ struct WindowResult {
 
 // Evaluates the window ending at the ring's newest sample and starting at the
 // newest sample taken at or before newest.mono - window (or the oldest one,
-// with bounds.shorter). `ring` is oldest first; null entries are skipped.
-WindowResult EvaluateWindow(const std::vector<sampler::SamplePtr>& ring, absl::Duration window,
+// with bounds.shorter).
+WindowResult EvaluateWindow(const sampler::SampleRing& ring, absl::Duration window,
                             const TransportOptions& options = {});
 
 // "9.1 MiB", "512 B"; "2,003" (for the evidence strings).

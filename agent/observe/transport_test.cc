@@ -14,7 +14,6 @@ using sampler::DeviceTraffic;
 using sampler::Grant;
 using sampler::PodNet;
 using sampler::Sample;
-using sampler::SamplePtr;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -41,14 +40,15 @@ Sample At(double t) {
   return s;
 }
 
-// `n` samples `period` seconds apart; `fill(sample, i)` shapes each.
-std::vector<SamplePtr> Ring(int n, double period, const std::function<void(Sample&, int)>& fill) {
-  std::vector<SamplePtr> ring;
+// A ring of `n` samples `period` seconds apart; `fill(sample, i)` shapes
+// each, as the sampler took it. The ring keeps what windows read of them.
+sampler::SampleRing Ring(int n, double period, const std::function<void(Sample&, int)>& fill) {
+  sampler::SampleRing ring(std::max(n, 1));
   for (int i = 0; i < n; ++i) {
     Sample s = At(i * period);
-    s.seq = static_cast<uint64_t>(i);
+    s.seq = static_cast<uint64_t>(i) + 1;
     fill(s, i);
-    ring.push_back(std::make_shared<const Sample>(std::move(s)));
+    ring.Append(s);
   }
   return ring;
 }
@@ -322,7 +322,7 @@ TEST(Transport, OneSampleIsUnknown) {
   EXPECT_THAT(c.reason, HasSubstr("the window holds 1 sample(s); a verdict needs 2"));
   EXPECT_TRUE(r.window.shorter);
   EXPECT_EQ(r.window.seconds, 0);
-  EXPECT_TRUE(EvaluateWindow({}, absl::Seconds(60)).pods.empty());
+  EXPECT_TRUE(EvaluateWindow(sampler::SampleRing(4), absl::Seconds(60)).pods.empty());
 }
 
 TEST(Transport, ResetOnAnotherDeviceDoesNotHideAFabricVerdict) {

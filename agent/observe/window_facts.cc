@@ -5,18 +5,20 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/utf8.h"
 
 namespace fabric::observe::window {
 
-using sampler::ContainerOwned;
-using sampler::DeviceTraffic;
+using sampler::NetValue;
 using sampler::Owned;
-using sampler::PodNet;
-using sampler::Sample;
-using sampler::SamplePtr;
+using sampler::OwnedValue;
+using sampler::PodEntity;
+using sampler::SampleHeader;
+using sampler::SampleRing;
+using sampler::TrafficValue;
 
 namespace {
 
@@ -29,69 +31,94 @@ void MaxInto(Owned& into, const Owned& o) {
   into.mr_bytes = std::max(into.mr_bytes, o.mr_bytes);
 }
 
-const DeviceTraffic* FindTraffic(const Sample& s, const std::string& device) {
-  for (const DeviceTraffic& t : s.traffic) {
-    if (t.device == device) return &t;
+// The most an owner held at any sample of the window; nullopt when it held
+// nothing in it. `active_newest` says whether the newest sample had it.
+std::optional<Owned> MaxOver(const Window& w, const sampler::Series<OwnedValue>& series,
+                             bool* in_newest = nullptr, std::set<uint64_t>* active_seqs = nullptr) {
+  std::optional<Owned> max;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const OwnedValue* v = series.At(w.slots[i], w.seq(i));
+    if (!v) continue;
+    const Owned o = v->ToOwned();
+    if (!max) max = Owned{};
+    MaxInto(*max, o);
+    if (in_newest && i + 1 == w.size()) *in_newest = true;
+    if (active_seqs && o.active()) active_seqs->insert(w.seq(i));
   }
-  return nullptr;
+  return max;
 }
 
-// The delta of one cumulative counter over the samples, or nullopt when an
+// The delta of one cumulative counter over the window, or nullopt when an
 // end is missing or the value goes down anywhere (a reset: the driver
 // reloaded, the device was re-created); never a negative or wrapped delta.
 // A sample between the ends that does not list the device at all is a reset
 // too: the device went away and came back, and its counters may have climbed
 // past their old value since.
-std::optional<uint64_t> CounterDelta(const std::vector<const DeviceTraffic*>& seq,
-                                     std::optional<uint64_t> DeviceTraffic::*field, bool* reset) {
-  if (!seq.front() || !seq.back() || !(seq.front()->*field) || !(seq.back()->*field)) {
-    return std::nullopt;
-  }
+using Counter = std::optional<uint64_t> (*)(const TrafficValue&);
+std::optional<uint64_t> Bytes(const TrafficValue& t) {
+  return t.has_bytes ? std::optional<uint64_t>(t.bytes) : std::nullopt;
+}
+std::optional<uint64_t> Packets(const TrafficValue& t) {
+  return t.has_packets ? std::optional<uint64_t>(t.packets) : std::nullopt;
+}
+
+std::optional<uint64_t> CounterDelta(const std::vector<const TrafficValue*>& seq, Counter counter,
+                                     bool* reset) {
+  if (!seq.front() || !seq.back()) return std::nullopt;
+  const std::optional<uint64_t> first = counter(*seq.front()), last = counter(*seq.back());
+  if (!first || !last) return std::nullopt;
   std::optional<uint64_t> prev;
-  for (const DeviceTraffic* t : seq) {
+  for (const TrafficValue* t : seq) {
     if (!t) {
       *reset = true;
       return std::nullopt;
     }
-    if (!t->readable || !(t->*field)) continue;  // unreadable here: compared across
-    if (prev && *(t->*field) < *prev) {
+    const std::optional<uint64_t> v = counter(*t);
+    if (!t->readable || !v) continue;  // unreadable here: compared across
+    if (prev && *v < *prev) {
       *reset = true;
       return std::nullopt;
     }
-    prev = t->*field;
+    prev = v;
   }
-  return *(seq.back()->*field) - *(seq.front()->*field);
+  return *last - *first;
 }
 
-Delta DeviceDelta(const std::vector<const Sample*>& samples, const std::string& device) {
+std::string UnreadableWhy(const sampler::DeviceEntity& d, uint64_t seq) {
+  auto it = d.unreadable.find(seq);
+  return SanitizeUtf8(it == d.unreadable.end() || it->second.empty() ? "no reason given"
+                                                                     : it->second);
+}
+
+Delta DeviceDelta(const Window& w, const std::string& device) {
   Delta d;
-  std::vector<const DeviceTraffic*> seq;
-  for (const Sample* s : samples) {
-    const DeviceTraffic* t = FindTraffic(*s, device);
+  auto it = w.ring->devices().find(device);
+  std::vector<const TrafficValue*> seq;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const TrafficValue* t =
+        it == w.ring->devices().end() ? nullptr : it->second.traffic.At(w.slots[i], w.seq(i));
     seq.push_back(t);
-    if (t) {
-      d.seen = true;
-      d.kind = t->kind;
-    }
+    if (t) d.seen = true;
   }
-  const DeviceTraffic* first = seq.front();
-  const DeviceTraffic* last = seq.back();
+  if (d.seen) d.kind = it->second.kind;
+  const TrafficValue* first = seq.front();
+  const TrafficValue* last = seq.back();
   if (!first || !last) {
     d.why = absl::StrCat(device, " is not in the window's ", !first ? "first" : "last",
                          " sample (the device appeared or went away)");
     return d;
   }
-  for (const DeviceTraffic* t : {first, last}) {
-    if (!t->readable) {
-      d.why = absl::StrCat("counters of ", device, " unreadable: ",
-                           SanitizeUtf8(t->error.empty() ? "no reason given" : t->error));
+  for (size_t i : {size_t{0}, seq.size() - 1}) {
+    if (!seq[i]->readable) {
+      d.why = absl::StrCat("counters of ", device,
+                           " unreadable: ", UnreadableWhy(it->second, w.seq(i)));
       return d;
     }
   }
-  d.packets_only = !last->bytes.has_value() && last->packets.has_value();
+  d.packets_only = !last->has_bytes && last->has_packets;
   bool reset = false;
-  d.bytes = CounterDelta(seq, &DeviceTraffic::bytes, &reset);
-  d.packets = CounterDelta(seq, &DeviceTraffic::packets, &reset);
+  d.bytes = CounterDelta(seq, Bytes, &reset);
+  d.packets = CounterDelta(seq, Packets, &reset);
   if (reset) {
     d.bytes.reset();
     d.packets.reset();
@@ -107,52 +134,35 @@ Delta DeviceDelta(const std::vector<const Sample*>& samples, const std::string& 
 
 // Why no container of the window can get a verdict, or "" when they can.
 std::string WindowProblem(const Window& w) {
-  if (w.samples.size() < 2) {
-    return absl::StrCat("the window holds ", w.samples.size(),
+  if (w.size() < 2) {
+    return absl::StrCat("the window holds ", w.size(),
                         " sample(s); a verdict needs 2 (the sampler has not run a full period)");
   }
-  for (auto it = w.samples.rbegin(); it != w.samples.rend(); ++it) {
-    const Sample& s = **it;
-    if (!s.resources_ok) {
+  for (auto it = w.headers.rbegin(); it != w.headers.rend(); ++it) {
+    const SampleHeader& h = **it;
+    if (!h.resources_ok) {
       return absl::StrCat(
           "fabric resources not observed (observation off or failing): ",
-          SanitizeUtf8(s.resources_error.empty() ? "no reason given" : s.resources_error));
+          SanitizeUtf8(h.resources_error.empty() ? "no reason given" : h.resources_error));
     }
-    if (!s.procs_ok) {
+    if (!h.procs_ok) {
       return absl::StrCat("Pod processes not observed (observation off or failing): ",
-                          SanitizeUtf8(s.procs_error.empty() ? "no reason given" : s.procs_error));
+                          SanitizeUtf8(h.procs_error.empty() ? "no reason given" : h.procs_error));
     }
-    if (!s.holds_complete) {
+    if (!h.holds_complete) {
       return absl::StrCat(
           "the kubelet view is incomplete: ",
-          SanitizeUtf8(s.holds_incomplete_reason.empty() ? "no reason given"
-                                                         : s.holds_incomplete_reason));
+          SanitizeUtf8(h.holds_incomplete_reason.empty() ? "no reason given"
+                                                         : h.holds_incomplete_reason));
     }
   }
   return "";
 }
 
-// The runtime's names over the window, merged: a container whose processes
-// ended mid-window (a restart, CrashLoopBackOff) keeps its name.
-std::map<std::string, sampler::PodNames> MergedNames(const Window& w) {
-  std::map<std::string, sampler::PodNames> names;
-  for (const Sample* s : w.samples) {
-    for (const auto& [uid, n] : s->names) {
-      sampler::PodNames& into = names[uid];
-      if (!n.ns.empty()) into.ns = n.ns;
-      if (!n.pod.empty()) into.pod = n.pod;
-      for (const auto& [id, name] : n.containers) into.containers[id] = name;
-      into.sandboxes.insert(n.sandboxes.begin(), n.sandboxes.end());
-    }
-  }
-  return names;
-}
-
-const PodNet* FindNet(const Sample& s, const std::string& uid) {
-  for (const PodNet& n : s.pods) {
-    if (n.pod_uid == uid) return &n;
-  }
-  return nullptr;
+const PodEntity* FindPod(const Window& w, const std::string& uid) {
+  if (uid.empty()) return nullptr;
+  auto it = w.ring->pods().find(uid);
+  return it == w.ring->pods().end() ? nullptr : &it->second;
 }
 
 // The Pod's own network bytes, from the first sample of the window that
@@ -160,9 +170,9 @@ const PodNet* FindNet(const Sample& s, const std::string& uid) {
 // after that) to the newest. A Pod missing from a sample in between lost
 // every process (its sandbox may have been re-created with a new netns), and
 // bytes going down are a reset: both make the delta unknown.
-PodNetFacts NetFacts(const Window& w, const std::string& uid) {
+PodNetFacts NetFacts(const Window& w, const PodEntity* p) {
   PodNetFacts f;
-  const PodNet* last = uid.empty() ? nullptr : FindNet(*w.samples.back(), uid);
+  const NetValue* last = p ? p->net.At(w.slots.back(), w.newest_seq()) : nullptr;
   f.visible = last != nullptr;
   if (!f.visible) {
     f.why = "no process of the Pod is visible";
@@ -173,25 +183,28 @@ PodNetFacts NetFacts(const Window& w, const std::string& uid) {
     f.why = "hostNetwork";
     return f;
   }
-  const PodNet* first = nullptr;
+  const NetValue* first = nullptr;
+  uint64_t first_seq = 0;
   std::optional<uint64_t> prev;
   bool reset = false, gap = false;
-  for (const Sample* s : w.samples) {
-    const PodNet* n = FindNet(*s, uid);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const NetValue* n = p->net.At(w.slots[i], w.seq(i));
     if (!n) {
       gap = gap || first != nullptr;  // the newest shows it: this is in between
       continue;
     }
-    if (!first) first = n;
+    if (!first) {
+      first = n;
+      first_seq = w.seq(i);
+    }
     if (!n->readable) continue;
-    const uint64_t total = n->rx_bytes + n->tx_bytes;
-    if (prev && total < *prev) reset = true;
-    prev = total;
+    if (prev && n->bytes < *prev) reset = true;
+    prev = n->bytes;
   }
   if (!first->readable || !last->readable) {
-    const PodNet* bad = !last->readable ? last : first;
-    f.why = absl::StrCat("the Pod's network bytes are unreadable (through pid ", bad->pid,
-                         "): ", SanitizeUtf8(bad->error));
+    auto e = p->errors.find(!last->readable ? w.newest_seq() : first_seq);
+    f.why = absl::StrCat("the Pod's network bytes are unreadable (through pid ", p->pid, "): ",
+                         SanitizeUtf8(e == p->errors.end() ? "no reason given" : e->second));
     return f;
   }
   if (gap) {
@@ -204,19 +217,23 @@ PodNetFacts NetFacts(const Window& w, const std::string& uid) {
     f.why = "the Pod's network byte counters went down in the window (a reset)";
     return f;
   }
-  f.bytes = (last->rx_bytes + last->tx_bytes) - (first->rx_bytes + first->tx_bytes);
+  f.bytes = last->bytes - first->bytes;
   return f;
 }
 
-Liveness LivenessOf(const std::string& name, const PodNet* net, const sampler::PodNames* names) {
+// Whether container `name` of the Pod runs, by the runtime's names of the
+// Pod's live containers in the newest sample.
+Liveness LivenessOf(const Window& w, const std::string& name, const PodEntity* p) {
   // No container of the Pod known (processes in the Pod's own cgroup only):
   // nothing to tell.
-  if (net == nullptr || names == nullptr || net->container_ids.empty()) return Liveness::kUnknown;
+  if (p == nullptr || p->live_seq != w.newest_seq() || p->live_containers.empty()) {
+    return Liveness::kUnknown;
+  }
   bool all_named = true;
-  for (const std::string& id : net->container_ids) {
-    if (names->sandboxes.count(id)) continue;
-    auto it = names->containers.find(id);
-    if (it == names->containers.end()) {
+  for (const std::string& id : p->live_containers) {
+    if (p->names.sandboxes.count(id)) continue;
+    auto it = p->names.containers.find(id);
+    if (it == p->names.containers.end()) {
       all_named = false;
     } else if (it->second == name) {
       return Liveness::kRunning;
@@ -225,31 +242,61 @@ Liveness LivenessOf(const std::string& name, const PodNet* net, const sampler::P
   return all_named ? Liveness::kNotRunning : Liveness::kUnknown;
 }
 
+// The users of each device that are not Pods, and its failed dumps.
+void OtherUsers(const Window& w, Facts* f) {
+  for (const auto& [key, e] : w.ring->others()) {
+    const auto& [pid_text, kern, dev] = key;
+    std::optional<Owned> max = MaxOver(w, e.owned);
+    if (!max) continue;
+    DeviceUsers& u = f->users[dev];
+    uint32_t pid = 0;
+    if (!pid_text.empty() && absl::SimpleAtoi(pid_text, &pid)) {
+      HostUser& h = u.hosts[pid];
+      h.comm = SanitizeUtf8(e.comm);
+      MaxInto(h.owned, *max);
+    } else if (!kern.empty()) {
+      MaxInto(u.kernel[kern], *max);
+    } else {
+      MaxInto(u.unattributed, *max);
+    }
+  }
+  for (const auto& [dev, d] : w.ring->devices()) {
+    auto failed = d.dump_failed.lower_bound(w.first_seq());
+    if (failed != d.dump_failed.end() && failed->first <= w.newest_seq()) {
+      f->users[dev].dump_failed = failed->second;
+    }
+  }
+  for (const SampleHeader* h : w.headers) {
+    f->owners_exited = std::max(f->owners_exited, h->owners_exited);
+    f->owners_unreadable = std::max(f->owners_unreadable, h->owners_unreadable);
+    if (f->owner_error.empty()) f->owner_error = h->owner_error;
+  }
+}
+
 }  // namespace
 
-Window Select(const std::vector<SamplePtr>& ring, absl::Duration requested) {
+Window Select(const SampleRing& ring, absl::Duration requested) {
   Window w;
+  w.ring = &ring;
   w.bounds.requested = requested;
-  std::vector<const Sample*> all;
-  for (const SamplePtr& s : ring) {
-    if (s) all.push_back(s.get());
-  }
+  const std::vector<size_t> all = ring.Slots();
   if (all.empty()) return w;
-  const absl::Time from = all.back()->mono - requested;
+  const absl::Time from = ring.header(all.back()).mono - requested;
   size_t first = 0;
   bool reached = false;
   for (size_t i = all.size(); i-- > 0;) {
-    if (all[i]->mono <= from) {
+    if (ring.header(all[i]).mono <= from) {
       first = i;
       reached = true;
       break;
     }
   }
-  w.samples.assign(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());
-  w.bounds.start = w.samples.front()->wall;
-  w.bounds.end = w.samples.back()->wall;
-  w.bounds.seconds = absl::ToDoubleSeconds(w.samples.back()->mono - w.samples.front()->mono);
-  w.bounds.samples = w.samples.size();
+  w.slots.assign(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());
+  for (size_t slot : w.slots) w.headers.push_back(&ring.header(slot));
+  w.bounds.start = w.headers.front()->wall;
+  w.bounds.end = w.headers.back()->wall;
+  w.bounds.seconds = absl::ToDoubleSeconds(w.headers.back()->mono - w.headers.front()->mono);
+  w.bounds.samples = w.size();
   w.bounds.shorter = !reached;
   return w;
 }
@@ -257,7 +304,7 @@ Window Select(const std::vector<SamplePtr>& ring, absl::Duration requested) {
 const Delta& DeltaOf(Facts& facts, const std::string& device) {
   auto it = facts.deltas.find(device);
   if (it == facts.deltas.end()) {
-    it = facts.deltas.emplace(device, DeviceDelta(facts.window.samples, device)).first;
+    it = facts.deltas.emplace(device, DeviceDelta(facts.window, device)).first;
   }
   return it->second;
 }
@@ -289,105 +336,93 @@ std::string OwnedText(const Owned& o) {
 
 std::string Seconds(double s) { return fmt::format("{:.1f} s", s); }
 
-Facts Accumulate(const std::vector<SamplePtr>& ring, absl::Duration length,
-                 const TransportOptions& options) {
+Facts Accumulate(const SampleRing& ring, absl::Duration length, const TransportOptions& options) {
   Facts f;
   f.window = Select(ring, length);
-  if (f.window.samples.empty()) return f;
+  if (f.window.size() == 0) return f;
   const Window& w = f.window;
-  const Sample& newest = *w.samples.back();
   f.problem = WindowProblem(w);
 
-  const std::map<std::string, sampler::PodNames> names = MergedNames(w);
   auto uid_by_name = [&](const std::string& ns, const std::string& pod) -> std::string {
-    for (const auto& [uid, n] : names) {
-      if (n.ns == ns && n.pod == pod) return uid;
+    for (const auto& [uid, p] : ring.pods()) {
+      if (p.names.ns == ns && p.names.pod == pod) return uid;
     }
     return "";
   };
-  auto names_of = [&](const std::string& uid) -> const sampler::PodNames* {
-    auto it = names.find(uid);
-    return it == names.end() ? nullptr : &it->second;
-  };
 
   // The grants of the newest sample.
-  for (const sampler::Grant& g : newest.grants) {
-    const PodDeviceHold& h = g.hold;
-    std::string uid = h.pod_uid.empty() ? uid_by_name(h.ns, h.pod) : h.pod_uid;
-    const std::string key = uid.empty() ? absl::StrCat("name:", h.ns, "/", h.pod) : uid;
-    PodFacts& p = f.pods[key];
-    p.uid = uid;
-    if (!h.pod.empty()) {
-      p.ns = h.ns;
-      p.pod = h.pod;
+  if (const auto& grants = w.headers.back()->grants) {
+    for (const sampler::Grant& g : *grants) {
+      const PodDeviceHold& h = g.hold;
+      std::string uid = h.pod_uid.empty() ? uid_by_name(h.ns, h.pod) : h.pod_uid;
+      const std::string key = uid.empty() ? absl::StrCat("name:", h.ns, "/", h.pod) : uid;
+      PodFacts& p = f.pods[key];
+      p.uid = uid;
+      if (!h.pod.empty()) {
+        p.ns = h.ns;
+        p.pod = h.pod;
+      }
+      ContainerFacts& c = p.containers[h.container];
+      c.init_container = c.granted ? c.init_container && h.init_container : h.init_container;
+      c.granted = true;
+      DeviceFacts& d = c.devices[h.device];
+      d.resource = h.resource;
+      d.granted = true;
+      d.exclusive = d.exclusive || g.exclusive;
     }
-    ContainerFacts& c = p.containers[h.container];
-    c.init_container = c.granted ? c.init_container && h.init_container : h.init_container;
-    c.granted = true;
-    DeviceFacts& d = c.devices[h.device];
-    d.resource = h.resource;
-    d.granted = true;
-    d.exclusive = d.exclusive || g.exclusive;
   }
   for (auto& [key, p] : f.pods) {
-    const PodNet* net = p.uid.empty() ? nullptr : FindNet(newest, p.uid);
-    for (auto& [name, c] : p.containers) c.liveness = LivenessOf(name, net, names_of(p.uid));
+    const PodEntity* pe = FindPod(w, p.uid);
+    for (auto& [name, c] : p.containers) c.liveness = LivenessOf(w, name, pe);
   }
 
-  // What every owner held on each device over the window.
-  for (const Sample* s : w.samples) {
-    for (const ContainerOwned& co : s->owned) {
-      if (!co.owned.any() || co.pod_uid.empty()) continue;
-      PodFacts& p = f.pods[co.pod_uid];
-      p.uid = co.pod_uid;
-      p.owns_any = true;
-      if (co.owned.active()) f.users[co.device].pods.insert(co.pod_uid);
-      std::string name;
-      bool named = false;
-      if (const sampler::PodNames* n = names_of(co.pod_uid)) {
-        if (auto c = n->containers.find(co.container_id); c != n->containers.end()) {
-          name = c->second;
-          named = true;
-        }
+  // What every Pod's containers held on each device over the window.
+  for (const auto& [key, e] : ring.containers()) {
+    const auto& [uid, container_id, device] = key;
+    bool in_newest = false;
+    std::set<uint64_t> active;
+    std::optional<Owned> max = MaxOver(w, e.owned, &in_newest, &active);
+    if (!max || !max->any() || uid.empty()) continue;
+    PodFacts& p = f.pods[uid];
+    p.uid = uid;
+    p.owns_any = true;
+    if (!active.empty()) f.users[device].pods.insert(uid);
+    const PodEntity* pe = FindPod(w, uid);
+    std::string name;
+    bool named = false;
+    if (pe) {
+      if (auto c = pe->names.containers.find(container_id); c != pe->names.containers.end()) {
+        name = c->second;
+        named = true;
       }
-      if (!named) {
-        // The runtime does not name it: the Pod's one granted container that
-        // may be running is it (a finished init container is not a candidate).
-        std::vector<std::string> candidates;
-        for (const auto& [cname, c] : p.containers) {
-          if (!c.granted || c.liveness == Liveness::kNotRunning) continue;
-          if (c.liveness == Liveness::kUnknown && c.init_container) continue;
-          candidates.push_back(cname);
-        }
-        if (candidates.size() == 1) name = candidates[0];
+    }
+    if (!named) {
+      // The runtime does not name it: the Pod's one granted container that
+      // may be running is it (a finished init container is not a candidate).
+      std::vector<std::string> candidates;
+      for (const auto& [cname, c] : p.containers) {
+        if (!c.granted || c.liveness == Liveness::kNotRunning) continue;
+        if (c.liveness == Liveness::kUnknown && c.init_container) continue;
+        candidates.push_back(cname);
       }
-      ContainerFacts& c = p.containers[name];
-      if (!co.container_id.empty()) c.ids.insert(co.container_id);
-      DeviceFacts& d = c.devices[co.device];
-      MaxInto(d.owned, co.owned);
-      d.pids.insert(co.pids.begin(), co.pids.end());
-      if (s == &newest) c.liveness = Liveness::kRunning;
+      if (candidates.size() == 1) name = candidates[0];
     }
-    for (const sampler::HostOwned& ho : s->host_owned) {
-      HostUser& u = f.users[ho.device].hosts[ho.pid];
-      u.comm = SanitizeUtf8(ho.comm);
-      MaxInto(u.owned, ho.owned);
+    ContainerFacts& c = p.containers[name];
+    if (!container_id.empty()) c.ids.insert(container_id);
+    DeviceFacts& d = c.devices[device];
+    MaxInto(d.owned, *max);
+    for (const auto& [pid, seq] : e.pids) {
+      if (seq >= w.first_seq()) d.pids.insert(pid);
     }
-    for (const auto& [dev, by_name] : s->kernel_owned) {
-      for (const auto& [kern, o] : by_name) MaxInto(f.users[dev].kernel[kern], o);
-    }
-    for (const auto& [dev, o] : s->unattributed) MaxInto(f.users[dev].unattributed, o);
-    for (const auto& [dev, why] : s->resources_failed) f.users[dev].dump_failed = why;
-    f.owners_exited = std::max(f.owners_exited, s->owners_exited);
-    f.owners_unreadable = std::max(f.owners_unreadable, s->owners_unreadable);
-    if (f.owner_error.empty()) f.owner_error = s->owner_error;
+    if (in_newest) c.liveness = Liveness::kRunning;
   }
+  OtherUsers(w, &f);
   // Containers first met as owners: running when named among the live ones.
   for (auto& [key, p] : f.pods) {
-    const PodNet* net = p.uid.empty() ? nullptr : FindNet(newest, p.uid);
+    const PodEntity* pe = FindPod(w, p.uid);
     for (auto& [name, c] : p.containers) {
       if (!c.granted && c.liveness == Liveness::kUnknown && !name.empty()) {
-        c.liveness = LivenessOf(name, net, names_of(p.uid));
+        c.liveness = LivenessOf(w, name, pe);
       }
     }
   }
@@ -401,24 +436,23 @@ Facts Accumulate(const std::vector<SamplePtr>& ring, absl::Duration length,
       p.uid = uid;
       p.ns = options.named_ns;
       p.pod = options.named_pod;
-      const PodNet* net = FindNet(newest, uid);
-      for (const auto& [id, cname] : names.at(uid).containers) {
+      const PodEntity* pe = FindPod(w, uid);
+      for (const auto& [id, cname] : pe->names.containers) {
         if (cname.empty()) continue;
         ContainerFacts& c = p.containers[cname];
         c.ids.insert(id);
-        c.liveness = LivenessOf(cname, net, &names.at(uid));
+        c.liveness = LivenessOf(w, cname, pe);
       }
       if (p.containers.empty()) p.containers[""];
     }
   }
   for (auto& [key, p] : f.pods) {
-    if (p.pod.empty() && !p.uid.empty()) {  // known by UID only
-      if (const sampler::PodNames* n = names_of(p.uid)) {
-        p.ns = n->ns;
-        p.pod = n->pod;
-      }
+    const PodEntity* pe = FindPod(w, p.uid);
+    if (p.pod.empty() && pe) {  // known by UID only
+      p.ns = pe->names.ns;
+      p.pod = pe->names.pod;
     }
-    p.net = NetFacts(w, p.uid);
+    p.net = NetFacts(w, pe);
   }
   return f;
 }

@@ -4,7 +4,8 @@
 //      traffic deltas, the Pods' own network bytes, which containers run);
 //   2. Attribute: whose a device's bytes are, for one container;
 //   3. Decide: the container's verdict by the rules of docs/observe.md.
-// Pure functions of the samples: no I/O, no clock. Internal to agent/observe.
+// Pure functions of the ring (sampler/sample_ring.h): no I/O, no clock.
+// Internal to agent/observe.
 #ifndef FABRIC_AGENT_OBSERVE_WINDOW_FACTS_H_
 #define FABRIC_AGENT_OBSERVE_WINDOW_FACTS_H_
 
@@ -17,15 +18,23 @@
 
 #include "agent/observe/transport.h"
 #include "agent/sampler/sample.h"
+#include "agent/sampler/sample_ring.h"
 
 namespace fabric::observe::window {
 
-// The samples of one window and its real bounds.
+// The samples of one window (their ring slots and headers, oldest first) and
+// its real bounds.
 struct Window {
-  std::vector<const sampler::Sample*> samples;
+  const sampler::SampleRing* ring = nullptr;
+  std::vector<size_t> slots;
+  std::vector<const sampler::SampleHeader*> headers;
   WindowBounds bounds;
+  size_t size() const { return slots.size(); }
+  uint64_t seq(size_t i) const { return headers[i]->seq; }
+  uint64_t first_seq() const { return headers.front()->seq; }
+  uint64_t newest_seq() const { return headers.back()->seq; }
 };
-Window Select(const std::vector<sampler::SamplePtr>& ring, absl::Duration requested);
+Window Select(const sampler::SampleRing& ring, absl::Duration requested);
 
 // One device's traffic over the window.
 struct Delta {
@@ -99,7 +108,7 @@ struct Facts {
 };
 
 // Step 1. `options.named_*` adds that Pod when the runtime names it.
-Facts Accumulate(const std::vector<sampler::SamplePtr>& ring, absl::Duration length,
+Facts Accumulate(const sampler::SampleRing& ring, absl::Duration length,
                  const TransportOptions& options);
 
 // The device's delta, computed once per window.

@@ -102,6 +102,7 @@ struct PodNames {
 struct Grant {
   PodDeviceHold hold;
   bool exclusive = false;  // from an exclusive pool
+  bool operator==(const Grant&) const = default;
 };
 
 struct Sample {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -158,7 +159,8 @@ Sampler::Sampler(SamplerOptions options, SamplerInputs inputs, restrack::Resourc
       capacity_(static_cast<size_t>(std::ceil(absl::FDivDuration(
                     options_.max_window, std::max(options_.period, absl::Milliseconds(1))))) +
                 2),
-      reader_(options_.paths, options_.files, options_.relist_interval) {}
+      reader_(options_.paths, options_.files, options_.relist_interval),
+      ring_(capacity_) {}
 
 Sampler::~Sampler() { Stop(); }
 
@@ -201,39 +203,38 @@ void Sampler::OnSample(Hook hook) {
 
 SamplePtr Sampler::Latest() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return ring_.empty() ? nullptr : ring_.back();
+  return latest_;
 }
 
-std::vector<SamplePtr> Sampler::Ring() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::vector<SamplePtr>(ring_.begin(), ring_.end());
+void Sampler::ReadRing(absl::FunctionRef<void(const SampleRing&)> read) const {
+  std::shared_lock<std::shared_mutex> lock(ring_mu_);
+  read(ring_);
 }
 
 SamplerStatus Sampler::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return status_;
+  SamplerStatus st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = status_;
+  }
+  // Counted when asked (a scrape), not every round.
+  ReadRing([&](const SampleRing& ring) { st.ring_bytes = ring.MemoryBytes(); });
+  return st;
 }
 
 SamplePtr Sampler::TakeNow() {
   std::lock_guard<std::mutex> round(round_mu_);
   const auto started = std::chrono::steady_clock::now();
   SamplePtr sample = Round();
+  {
+    std::unique_lock<std::shared_mutex> lock(ring_mu_);
+    ring_.Append(*sample);
+  }
   const absl::Duration took = absl::FromChrono(std::chrono::steady_clock::now() - started);
   Hook hook;
-  std::vector<SamplePtr> ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Only the newest sample keeps every counter (/metrics, health); older
-    // ones keep what windows need. A full ring of complete samples was 31 MiB
-    // at 32 devices x 64 Pods (every counter with its name, 122 times).
-    if (!ring_.empty() && !ring_.back()->counters.empty()) {
-      auto trimmed = std::make_shared<Sample>(*ring_.back());
-      trimmed->counters.clear();
-      trimmed->counters.shrink_to_fit();
-      ring_.back() = std::move(trimmed);
-    }
-    ring_.push_back(sample);
-    while (ring_.size() > capacity_) ring_.pop_front();
+    latest_ = sample;
     status_.rounds++;
     status_.last_round = took;
     status_.last_sample_mono = sample->mono;
@@ -246,9 +247,11 @@ SamplePtr Sampler::TakeNow() {
     status_.last_resources_error = sample->resources_ok ? "" : sample->resources_error;
     status_.last_procs_error = sample->procs_ok ? "" : sample->procs_error;
     hook = hook_;
-    if (hook) ring.assign(ring_.begin(), ring_.end());
   }
-  if (hook) hook(ring);  // outside the ring's lock: the hook may read it
+  if (hook) {
+    std::shared_lock<std::shared_mutex> lock(ring_mu_);
+    hook(ring_);
+  }
   return sample;
 }
 
@@ -260,9 +263,12 @@ SamplePtr Sampler::Round() {
   const std::vector<RdmaDevice> devices =
       inputs_.devices ? inputs_.devices() : std::vector<RdmaDevice>{};
   ReadCounters(reader_, devices, s.get());
+  // The scan first: it checks each listed PID's instance, so the resources'
+  // owners among them are identified without another read.
   std::vector<podprocs::CgroupIdentity> seen;
-  ReadResources(s.get(), &seen);
   ReadPods(s.get(), &seen);
+  ReadResources(s.get(), &seen);
+  ReadNames(s.get(), &seen);
   if (inputs_.grants) s->grants = inputs_.grants();
   if (inputs_.holds) {
     HoldsState h = inputs_.holds();
@@ -346,7 +352,16 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
 
   std::map<std::tuple<std::string, std::string, std::string>, ContainerOwned> by_container;
   std::map<std::pair<uint32_t, std::string>, HostOwned> by_host;
+  // Where a (process, device)'s resources add up: found once per pair, not
+  // once per resource (a node has thousands of resources, dumped device by
+  // device, and a few owners per device).
+  std::map<uint32_t, Owned*> into;  // by process, for the device in hand
+  std::string device;
   for (const restrack::RdmaResource& r : *dump) {
+    if (r.device != device) {
+      device = r.device;
+      into.clear();
+    }
     if (r.pid == 0) {
       if (r.kern_name.empty()) {
         Add(&s->unattributed[r.device], r);  // its creating thread is gone or not visible
@@ -356,8 +371,13 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
       continue;
     }
     const Owner& o = identify(r.pid);
-    switch (o.what) {
-      case Owner::kPod: {
+    if (o.what == Owner::kExited || o.what == Owner::kUnreadable) {
+      Add(&s->unattributed[r.device], r);
+      continue;
+    }
+    Owned*& sum = into[o.pid];
+    if (sum == nullptr) {
+      if (o.what == Owner::kPod) {
         ContainerOwned& c = by_container[{o.id.pod_uid, o.id.container_id, r.device}];
         if (c.pod_uid.empty()) {
           c.pod_uid = o.id.pod_uid;
@@ -365,25 +385,19 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
           c.device = r.device;
           seen->push_back(o.id);
         }
-        Add(&c.owned, r);
         AddPid(&c.pids, o.pid);
-        break;
-      }
-      case Owner::kHost: {
+        sum = &c.owned;
+      } else {
         HostOwned& h = by_host[{o.pid, r.device}];
         if (h.pid == 0) {
           h.pid = o.pid;
           h.comm = o.comm;
           h.device = r.device;
         }
-        Add(&h.owned, r);
-        break;
+        sum = &h.owned;
       }
-      case Owner::kExited:
-      case Owner::kUnreadable:
-        Add(&s->unattributed[r.device], r);
-        break;
     }
+    Add(sum, r);
   }
   s->owners_exited = static_cast<uint32_t>(exited.size());
   s->owners_unreadable = static_cast<uint32_t>(unreadable.size());
@@ -404,22 +418,26 @@ void Sampler::ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
     s->procs_error = std::string(scan.status().message());
   } else {
     s->procs_ok = true;
-    std::map<std::string, std::vector<uint32_t>> pids_by_pod;
-    std::map<std::string, std::set<std::string>> containers_by_pod;
+    // By Pod, viewing the scan's strings (a node has thousands of processes).
+    struct PodScan {
+      std::vector<uint32_t> pids;
+      std::set<std::string_view> containers;
+    };
+    std::map<std::string_view, PodScan> by_pod;
     for (const podprocs::PodProcess& p : *scan) {
       if (p.identity.pod_uid.empty()) continue;
-      pids_by_pod[p.identity.pod_uid].push_back(p.pid);
-      if (!p.identity.container_id.empty()) {
-        containers_by_pod[p.identity.pod_uid].insert(p.identity.container_id);
-      }
-      seen->push_back(p.identity);
+      PodScan& pod = by_pod[p.identity.pod_uid];
+      pod.pids.push_back(p.pid);
+      if (pod.containers.insert(p.identity.container_id).second) seen->push_back(p.identity);
     }
-    for (auto& [uid, pids] : pids_by_pod) {
+    for (auto& [uid, pod] : by_pod) {
+      std::vector<uint32_t>& pids = pod.pids;
       std::sort(pids.begin(), pids.end());
       PodNet net;
-      net.pod_uid = uid;
-      const std::set<std::string>& ids = containers_by_pod[uid];
-      net.container_ids.assign(ids.begin(), ids.end());
+      net.pod_uid = std::string(uid);
+      for (std::string_view id : pod.containers) {
+        if (!id.empty()) net.container_ids.emplace_back(id);
+      }
       // The lowest PID (the sandbox's pause process, usually): its netns is
       // the Pod's. One that exits meanwhile gives way to the next.
       for (size_t i = 0; i < pids.size() && i < kPodNetAttempts; ++i) {
@@ -452,7 +470,10 @@ void Sampler::ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
       s->pods.push_back(std::move(net));
     }
   }
+}
 
+void Sampler::ReadNames(Sample* s, std::vector<podprocs::CgroupIdentity>* seen) {
+  if (procs_ == nullptr) return;
   // Names, once per container seen by either source.
   std::sort(seen->begin(), seen->end(),
             [](const auto& a, const auto& b) { return Key(a) < Key(b); });

@@ -1,23 +1,25 @@
 // Sampler: the one reader of counter files (issue 17). Every period it takes
 // one Sample: every live device's counters (read once, through descriptors
 // kept open by CounterReader), the fabric resources each Pod's processes own
-// (restrack, with each owner PID identified once per round), and each Pod's
-// own network bytes. The samples are kept in a bounded ring. /metrics, health
-// and the transport verdicts (agent/observe) read samples; none of them reads
-// a counter file.
+// (restrack, with each owner identified once per round), and each Pod's own
+// network bytes. The newest Sample is kept whole for /metrics and health; what
+// the transport verdicts (agent/observe) read of the last 10 minutes goes into
+// a SampleRing (issue 26: constant, small memory). None of them reads a
+// counter file.
 #ifndef FABRIC_AGENT_SAMPLER_SAMPLER_H_
 #define FABRIC_AGENT_SAMPLER_SAMPLER_H_
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/mono_clock.h"
@@ -26,6 +28,7 @@
 #include "agent/restrack/rdma_resources.h"
 #include "agent/sampler/counter_reader.h"
 #include "agent/sampler/sample.h"
+#include "agent/sampler/sample_ring.h"
 
 namespace fabric::sampler {
 
@@ -65,11 +68,12 @@ struct SamplerStatus {
   std::string last_counter_error;                      // the last unreadable device's error
   std::string last_resources_error;                    // empty when the last Dump answered
   std::string last_procs_error;                        // empty when the last ScanPods answered
+  size_t ring_bytes = 0;                               // SampleRing::MemoryBytes()
 };
 
 class Sampler {
  public:
-  using Hook = std::function<void(const std::vector<SamplePtr>& ring)>;
+  using Hook = std::function<void(const SampleRing& ring)>;
 
   // `resources` and `procs` are borrowed and may be null: observation is off,
   // and every sample says so (resources_ok / procs_ok false, with why).
@@ -88,23 +92,27 @@ class Sampler {
   // serves; tests). Rounds never overlap: it waits for a running one.
   SamplePtr TakeNow();
 
-  // The newest sample; null before the first round.
+  // The newest sample, whole; null before the first round.
   SamplePtr Latest() const;
-  // Every kept sample, oldest first: at most capacity().
-  std::vector<SamplePtr> Ring() const;
+  // Runs `read` with the ring of the kept samples (at most capacity()), under
+  // the lock a round takes only to append to it: a window is read in place,
+  // never copied. `read` must not call TakeNow.
+  void ReadRing(absl::FunctionRef<void(const SampleRing&)> read) const;
   size_t capacity() const { return capacity_; }
   absl::Duration period() const { return options_.period; }
+  // Takes the ring's read lock (ring_bytes): not from the hook.
   SamplerStatus status() const;
 
-  // Called after each round with the ring (oldest first), outside the ring's
-  // lock, on the sampling thread, one round at a time and in order. It may
-  // call Latest/Ring/status, never TakeNow. Set it before Start.
+  // Called after each round with the ring, under its read lock, on the
+  // sampling thread, one round at a time and in order. It may call Latest,
+  // never status, TakeNow or ReadRing. Set it before Start.
   void OnSample(Hook hook);
 
  private:
   SamplePtr Round();
   void ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* seen);
   void ReadPods(Sample* s, std::vector<podprocs::CgroupIdentity>* seen);
+  void ReadNames(Sample* s, std::vector<podprocs::CgroupIdentity>* seen);
 
   const SamplerOptions options_;
   const SamplerInputs inputs_;
@@ -117,8 +125,11 @@ class Sampler {
   CounterReader reader_;  // guarded by round_mu_
   uint64_t seq_ = 0;      // guarded by round_mu_
 
-  mutable std::mutex mu_;  // the ring, the status and the hook
-  std::deque<SamplePtr> ring_;
+  mutable std::shared_mutex ring_mu_;  // the ring: appended by rounds, read by windows
+  SampleRing ring_;
+
+  mutable std::mutex mu_;  // the newest sample, the status and the hook
+  SamplePtr latest_;
   SamplerStatus status_;
   Hook hook_;
 
