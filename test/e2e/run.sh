@@ -10,7 +10,7 @@
 #   cannot boot the VM it prints one "e2e: SKIP <reason>" line and exits 0.
 # Env: E2E_CASES="01 03" (run a subset by prefix), E2E_WORK (initramfs cache,
 #   default /var/tmp/fabric-e2e), E2E_KVM=auto|0|1, E2E_CASE_TIMEOUT (s, 240),
-#   E2E_VM_TIMEOUT (s, 1000), E2E_VERBOSE=1 (print every case log).
+#   E2E_VM_TIMEOUT (s, 2400: a guard against a hung VM, not a budget), E2E_VERBOSE=1 (print every case log).
 # Install the host packages with test/e2e/setup.sh.
 # The VM recipe (9p root + overlay + switch_root, TCG on PVM hosts) follows the
 # RDMA testbed notes the project was started from.

@@ -35,7 +35,7 @@
 # Also: rdma-res-probe (the agent's restrack reader as a tool) lists the same user QPs as
 # `rdma -j res show qp`.
 # e2e: needs the real kubelet
-# e2e: timeout 600
+# e2e: timeout 900
 # shellcheck source=../lib/case-lib.sh
 source "$E2E_LIB/case-lib.sh"
 # shellcheck source=../lib/rk-vm.sh
@@ -137,6 +137,11 @@ SHARED_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'
 tcp_client() {  # PORT
   echo "while :; do fi_pingpong -p tcp -e msg -P $1 -I 20 -S 65536 $GW >/dev/null 2>&1 && echo round; sleep 0.3; done"
 }
+# Plain TCP for the Pods whose transport is not the point (f., i.): 2 MiB a round into a busybox nc
+# sink in the root netns, lighter on a TCG VM than another polling fi_pingpong.
+nc_client() {  # PORT
+  echo "while :; do dd if=/dev/zero bs=65536 count=32 2>/dev/null | nc -w 2 $GW $1; sleep 0.5; done"
+}
 limits() { echo "      resources: {limits: {$1: 1}}"; }
 
 # o-rdma first: its server in the root netns runs on the device the kubelet grants it.
@@ -159,7 +164,7 @@ rkvm_pod o-idle "" 0 false | run_static_pod o-idle
 # f.-i.: the issue 27 Pods.
 ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
 [[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
-PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(tcp_client 47594)"
+PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(nc_client 47594)"
 THREAD_LOOP='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 WHO'
 rkvm_pod o-pd-only "$(limits "$SHARED")" 0 false "$PD_ONLY" | run_static_pod o-pd-only
 rkvm_pod o-thread-exit "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/exit}" | run_static_pod o-thread-exit
@@ -175,7 +180,7 @@ with_init_container() {  # NAME RESOURCE: adds it to the manifest on stdin
       print "      resources: {limits: {" res ": 1}}"
     } { print }'
 }
-rkvm_pod o-init "" 0 false "$(tcp_client 47595)" | with_init_container fetch "$SHARED" | run_static_pod o-init
+rkvm_pod o-init "" 0 false "$(nc_client 47595)" | with_init_container fetch "$SHARED" | run_static_pod o-init
 
 # The peers, in the root netns.
 peer_loop() {  # NAME CMD...: runs CMD again whenever it ends
@@ -185,8 +190,8 @@ peer_loop srv-rdma ibv_rc_pingpong -d "$rdma_dev" -g "${GID[$rdma_dev]}" -e -s 4
 peer_loop srv-shared ibv_rc_pingpong -d rxe2 -g "${GID[rxe2]}" -e -s 4096 -n 100000000 -p 18516
 peer_loop srv-tcp fi_pingpong -p tcp -e msg -B 47592 -I 20 -S 65536
 peer_loop srv-hostpath fi_pingpong -p tcp -e msg -B 47593 -I 20 -S 65536
-peer_loop srv-pd-only fi_pingpong -p tcp -e msg -B 47594 -I 20 -S 65536
-peer_loop srv-init fi_pingpong -p tcp -e msg -B 47595 -I 20 -S 65536
+peer_loop srv-pd-only sh -c 'busybox nc -l -p 47594 >/dev/null'
+peer_loop srv-init sh -c 'busybox nc -l -p 47595 >/dev/null'
 
 PODS="o-rdma o-tcp o-hostpath o-shared-active o-shared-idle o-idle o-pd-only o-thread-exit o-thread-stay o-init"
 for p in $PODS; do

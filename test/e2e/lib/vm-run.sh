@@ -8,7 +8,7 @@
 # Usage: vm-run.sh KVER INITRD OUTDIR CMD [ARGS...]
 # no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer check
 # can time out and panic ("IO-APIC + timer doesn't work").
-# Env: E2E_KVM=auto|0|1  E2E_MEM=1024  E2E_CPUS=2  E2E_VM_TIMEOUT=1000
+# Env: E2E_KVM=auto|0|1  E2E_MEM=1024  E2E_CPUS=2  E2E_VM_TIMEOUT=2400
 set -euo pipefail
 KVER=$1 INITRD=$2 OUTDIR=$3
 shift 3
@@ -35,7 +35,7 @@ case "${E2E_KVM:-auto}" in
      fi ;;
 esac
 set +e
-timeout "${E2E_VM_TIMEOUT:-1000}" qemu-system-x86_64 "${ACCEL[@]}" \
+timeout "${E2E_VM_TIMEOUT:-2400}" qemu-system-x86_64 "${ACCEL[@]}" \
   -m "${E2E_MEM:-1024}" -smp "${E2E_CPUS:-2}" \
   -nodefaults -no-reboot -display none -serial stdio -monitor none \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$INITRD" \
