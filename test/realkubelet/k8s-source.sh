@@ -85,7 +85,7 @@ k8s_src_prepare() {
 }
 
 k8s_gopath_env() {
-  export GOPATH=$K8S_WORK/gopath GOCACHE=$K8S_WORK/gocache GO111MODULE=off GOFLAGS= GOTOOLCHAIN=local \
+  export GOPATH=$K8S_WORK/gopath GOCACHE=$K8S_WORK/gocache GO111MODULE=off GOFLAGS='' GOTOOLCHAIN=local \
          GOPROXY=off CGO_ENABLED=0
   mkdir -p "$GOPATH/src/k8s.io"
   ln -sfn "$K8S_WORK/src" "$GOPATH/src/k8s.io/kubernetes"
