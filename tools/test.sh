@@ -10,11 +10,14 @@
 #      20 s per target, test/fuzz),
 #   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
 #      and run as the chart renders it (podman; the real kubelet),
-#   5. the real kubelet (v1.20.2, built once and cached) with containerd and runc
-#      running static Pods against the agent (skips with a reason where a part
+#   5. the real kubelet (v1.20.2, built once and cached) with containerd and runc,
+#      registered as a Node with a real control plane (etcd 3.4 and kube-apiserver
+#      v1.20.2, built once from the same source), running static Pods and Pods
+#      created through the API against the agent (skips with a reason where a part
 #      cannot be had),
-#   6. the real-kernel e2e suite in a QEMU soft-RoCE VM (skips with a reason
-#      where the VM cannot boot).
+#   6. the real-kernel e2e suite in a QEMU soft-RoCE VM, the real kubelet in it,
+#      registered with the same control plane on the host for the API cases
+#      (skips with a reason where the VM cannot boot).
 # Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_FUZZ=0 the fuzz part of it,
 # FUZZ_SECONDS=n the time per fuzz target, FABRIC_IMAGE_TEST=0 skips the image,
 # FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0 skips 6, JOBS=n.
@@ -144,7 +147,7 @@ if [ -x deploy/test/check-manifests.sh ]; then
 fi
 
 if [ "${FABRIC_REALKUBELET:-1}" != 0 ] && [ -x test/realkubelet/run.sh ]; then
-  step "real kubelet: kubelet v1.20.2 + containerd + runc, static Pods"
+  step "real kubelet: kubelet v1.20.2 + containerd + runc, registered with kube-apiserver v1.20.2 + etcd"
   test/realkubelet/run.sh "$OUT/main" "$OUT/realkubelet"
   record $? "real kubelet"
 fi

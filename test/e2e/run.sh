@@ -72,6 +72,19 @@ if grep -qx '# e2e: needs the real kubelet' "${cases[@]}"; then
     echo "e2e: note: real-kubelet images not built (see $OUTDIR/rk-images.log); those cases will fail"
   echo "${FABRIC_TEST_CACHE:-/var/cache/fabric-test}/kubelet/kubelet-v1.20.2" > "$VMOUT/rk-images/kubelet-path"
 fi
+# The cases that register the VM's kubelet with a real API server ("# e2e: needs the API server"): the
+# control plane runs on the host for the whole boot (lib/host-api.sh); the VM dials it at 10.0.2.2.
+if grep -qx '# e2e: needs the API server' "${cases[@]}"; then
+  mkdir -p "$VMOUT/api"
+  r=$("$HERE/lib/host-api.sh" start "$VMOUT/api" 2>>"$OUTDIR/host-api.log")
+  if [[ $r == ok* ]]; then
+    echo "e2e: control plane for the VM on the host (etcd + kube-apiserver v1.20.2), up in ${r#ok }s"
+    trap '"$HERE/lib/host-api.sh" stop "$VMOUT/api"' EXIT
+  else
+    echo "${r:-host-api.sh failed (see $OUTDIR/host-api.log)}" > "$VMOUT/api/why"
+    echo "e2e: note: no control plane for the VM ($(cat "$VMOUT/api/why")); those cases will skip"
+  fi
+fi
 boot() {
   (cd "$HERE/../.." && "$HERE/lib/vm-run.sh" "$KVER" "$INITRD" "$VMOUT" \
     "$HERE/lib/in-vm.sh" "$BUILD_DIR" "$VMOUT" "${cases[@]}")

@@ -15,7 +15,13 @@
 #                            /dev/infiniband when IB=1).
 # Env: RK_CNI_CONFLIST (a file: containerd's CNI network; without it only hostNetwork Pods start),
 #   RKVM_METRICS (the agent's --metrics-address, default 127.0.0.1:0),
-#   RKVM_AGENT_PREFIX (an array: a command the agent runs under, e.g. setpriv dropping capabilities).
+#   RKVM_AGENT_PREFIX (an array: a command the agent runs under, e.g. setpriv dropping capabilities),
+#   RKVM_APISERVER=1 (issue 25): the kubelet registers as Node e2e-node with the real control plane
+#   (etcd + kube-apiserver v1.20.2, test/realkubelet/kube-api.sh) that run.sh starts ON THE HOST for a
+#   case with a "# e2e: needs the API server" line (lib/host-api.sh; the VM dials it at 10.0.2.2).
+#   Every function of kube-api.sh then works in the case (api, api_create_pod, sa_token,
+#   patch_condition, wait_api_condition, describe_pod...). Pods bound to e2e-node are deleted when a
+#   case starts and ends, so the next case's kubelet does not run them.
 # At exit the logs are copied to $OUT and every process the case's kubelet started (Pods, shims)
 # is killed, so a later case starts from empty cgroups.
 # Facts behind each step: /work/shared/reference/real-kubelet.md and test/e2e/README.md.
@@ -38,6 +44,9 @@ rkvm_check_parts() {
   done
   [[ -s $IMAGES/pause.tar && -s $IMAGES/busybox.tar ]] ||
     fail "no Pod images in $IMAGES (run.sh builds them on the host with lib/rk-images.sh)"
+  if [[ ${RKVM_APISERVER:-0} == 1 && ! -s $E2E_OUTDIR/api/vm/env ]]; then
+    skip "no control plane: $(cat "$E2E_OUTDIR/api/why" 2>/dev/null || echo "the case lacks '# e2e: needs the API server'")"
+  fi
 }
 
 rkvm_node() {  # WORK
@@ -147,6 +156,7 @@ rkvm_kill_pods() {
 
 _rkvm_exit() {
   cp "$RK_WORK_LOGS"/*.log "$OUT/" 2>/dev/null
+  [[ -n ${RK_REGISTERED:-} ]] && api_force_delete_node_pods 2>/dev/null
   _cleanup
   rkvm_kill_pods
 }
@@ -164,6 +174,14 @@ rkvm_start() {  # [AGENT_FLAG...]
   # The agent starts once the kubelet serves kubelet.sock (the kubelet clears device-plugins/ before),
   # while the kubelet finishes its start.
   KSOCK=/var/lib/kubelet/device-plugins/kubelet.sock
+  if [[ ${RKVM_APISERVER:-0} == 1 ]]; then
+    # shellcheck disable=SC1091
+    source "$E2E_OUTDIR/api/vm/env"
+    [[ $(api_code GET /readyz) == 200 ]] || fail "the host's kube-apiserver does not answer at $RK_API"
+    RK_REGISTERED=1
+    api_force_delete_node_pods  # an earlier case's Pods must not start on this kubelet
+  fi
+  touch "$RK_WORK/agent.started"
   start_bg agent sh -c 'while [ ! -S "$1" ]; do sleep 0.1; done; shift; exec "$@"' agent "$KSOCK" \
     "${RKVM_AGENT_PREFIX[@]}" "$RK_WORK/bin/fabric-agent" --sysfs-root /sys --dev-root /dev --kubelet-root /var/lib/kubelet \
     --registration kubelet --metrics-address "${RKVM_METRICS:-127.0.0.1:0}" --state-dir "$RK_WORK/agent-state" \
@@ -172,6 +190,10 @@ rkvm_start() {  # [AGENT_FLAG...]
   start_kubelet >>"$OUT/setup.log" 2>&1 || fail "kubelet did not start: $(tail -n 3 "$(kubelet_log)" | tr '\n' ' ')"
   t_kubelet=$(since)
   log "kubelet $KUBELET_VERSION up at ${t_kubelet}s"
+  if [[ -n ${RK_REGISTERED:-} ]]; then
+    wait_for 60 test "$(api_code GET "/api/v1/nodes/$RK_NODE")" == 200 || fail "the kubelet did not register Node $RK_NODE"
+    log "Node $RK_NODE registered at $(since)s"
+  fi
   wait_for 60 grep -q "Got registration request from device plugin with resource name \"$RES\"" \
     "$(kubelet_log)" || fail "the agent did not register $RES with the kubelet"
   # Admission needs the device list (ListAndWatch), which the kubelet checkpoints.
