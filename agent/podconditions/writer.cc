@@ -36,13 +36,10 @@ ConditionWriter::ConditionWriter(kubeapi::KubeClient* client, NodePods* pods, Ev
   backoff_ = options_.min_backoff;
 }
 
-bool ConditionWriter::NeedsPatch(const Condition& want, const PodInfo& pod, const PodState& state,
-                                 absl::Time now) const {
+ConditionWriter::Change ConditionWriter::Compare(const Condition& want, const PodInfo& pod) const {
   auto it = pod.fabric_conditions.find(want.type);
-  if (it == pod.fabric_conditions.end()) return true;
-  const Condition& cur = it->second;
-  if (cur.status != want.status || cur.reason != want.reason) return true;
-  return cur.message != want.message && now - state.last_patch >= options_.message_refresh;
+  if (it == pod.fabric_conditions.end() || it->second.status != want.status) return Change::kStatus;
+  return it->second.SameValue(want) ? Change::kNone : Change::kDetail;
 }
 
 void ConditionWriter::Tick(const observe::WindowResult& result) {
@@ -85,7 +82,11 @@ void ConditionWriter::Tick(const observe::WindowResult& result) {
 }
 
 bool ConditionWriter::Write(const PodInfo& pod, const Desired& d, PodState& st, absl::Time now) {
-  if (!NeedsPatch(d.attached, pod, st, now) && !NeedsPatch(d.transport, pod, st, now)) return true;
+  const Change a_change = Compare(d.attached, pod), t_change = Compare(d.transport, pod);
+  if (a_change != Change::kStatus && t_change != Change::kStatus) {
+    if (a_change == Change::kNone && t_change == Change::kNone) return true;
+    if (now - st.last_patch < options_.detail_refresh) return true;  // a detail waits
+  }
   auto current = [&](const char* type) -> const Condition* {
     auto it = pod.fabric_conditions.find(type);
     return it == pod.fabric_conditions.end() ? nullptr : &it->second;

@@ -7,8 +7,10 @@
 //    Pod's UID as precondition (the kubelet's own shape), naming only
 //    fabric.gpustack.ai/ types, so the kubelet's conditions are untouched;
 //  - lastTransitionTime moves only with the status;
-//  - at most one patch per Pod per Tick; a change of the message alone waits
-//    until `message_refresh` after the Pod's last patch;
+//  - at most one patch per Pod per Tick; a change that keeps every status
+//    (a reason or message alone, e.g. Rdma -> Idle) waits until
+//    `detail_refresh` after the Pod's last patch, so bursty traffic cannot
+//    turn into a patch per burst;
 //  - while the API server cannot be reached, nothing is written and the
 //    next attempt backs off (1 s doubling to `max_backoff`); a write refused
 //    for one Pod (RBAC, the admission policy) waits `refused_backoff` for it.
@@ -32,7 +34,7 @@ namespace fabric::podconditions {
 
 struct WriterOptions {
   absl::Duration attach_grace = kDefaultAttachGrace;
-  absl::Duration message_refresh = absl::Minutes(10);
+  absl::Duration detail_refresh = absl::Minutes(5);
   absl::Duration min_backoff = absl::Seconds(1);
   absl::Duration max_backoff = absl::Seconds(60);
   absl::Duration refused_backoff = absl::Minutes(5);
@@ -64,8 +66,8 @@ class ConditionWriter {
   };
   // False when the API server cannot be reached (stop this tick).
   bool Write(const PodInfo& pod, const Desired& desired, PodState& state, absl::Time now);
-  bool NeedsPatch(const Condition& want, const PodInfo& pod, const PodState& state,
-                  absl::Time now) const;
+  enum class Change { kNone, kDetail, kStatus };  // kStatus: also a condition not there yet
+  Change Compare(const Condition& want, const PodInfo& pod) const;
 
   kubeapi::KubeClient* const client_;
   NodePods* const pods_;
