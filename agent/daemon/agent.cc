@@ -7,6 +7,7 @@
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "agent/inventory/cni_attachments.h"
+#include "agent/kubeapi/http_kube_client.h"
 #include "agent/metrics/metrics.h"
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "agent/netns/unavailable_rdma_netlink.h"
@@ -108,6 +109,7 @@ absl::Status Agent::Start() {
   LogInfo(Component::kDiscovery, "found {} RDMA device(s){}", inventory->devices.size(),
           inventory->rdma_cm ? "" : " (no rdma_cm)");
   if (absl::Status s = StartSampler(); !s.ok()) return s;
+  if (absl::Status s = StartPodConditions(); !s.ok()) return s;
   monitor_ = std::make_unique<HealthMonitor>(
       options_.paths, config.health, [this] { return sampler_->Latest(); },
       [this](const NodeInventory& inv, const std::map<std::string, DeviceHealth>& health) {
@@ -182,6 +184,7 @@ absl::Status Agent::Start() {
 void Agent::Stop() {
   // First: its rounds read the registry and the holds watcher.
   if (sampler_) sampler_->Stop();
+  if (conditions_) conditions_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();
@@ -258,8 +261,40 @@ absl::Status Agent::StartSampler() {
   observe::ObserverOptions oo;
   oo.transport.floor_bytes = options_.observe_floor_bytes;
   observer_ = std::make_unique<observe::TransportObserver>(oo);
-  sampler_->OnSample(
-      [this](const std::vector<sampler::SamplePtr>& ring) { observer_->OnSample(ring); });
+  sampler_->OnSample([this](const std::vector<sampler::SamplePtr>& ring) {
+    observer_->OnSample(ring);
+    if (conditions_ == nullptr) return;
+    if (std::optional<observe::WindowResult> r = observer_->Current()) {
+      conditions_->Poke(std::make_shared<const observe::WindowResult>(*std::move(r)));
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Agent::StartPodConditions() {
+  if (!options_.pod_conditions) return absl::OkStatus();
+  if (!options_.observe) {
+    return absl::InvalidArgumentError(
+        "--pod-conditions needs --observe: the conditions come from the transport verdicts");
+  }
+  if (options_.node_name.empty()) {
+    return absl::InvalidArgumentError("--pod-conditions needs --node-name (or $NODE_NAME)");
+  }
+  auto client = kubeapi::HttpKubeClient::Create(options_.kube);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("--pod-conditions: ", client.status().message()));
+  }
+  podconditions::ControllerOptions co;
+  co.node = options_.node_name;
+  co.writer = options_.conditions;
+  conditions_ = std::make_unique<podconditions::PodConditionsController>(*std::move(client), co);
+  conditions_->Start();
+  LogInfo(Component::kPods,
+          "Pod conditions on: fabric.gpustack.ai/FabricAttached and Transport of node {}'s Pods "
+          "through {} (attach grace {})",
+          options_.node_name, options_.kube.server,
+          absl::FormatDuration(options_.conditions.attach_grace));
   return absl::OkStatus();
 }
 
@@ -306,6 +341,7 @@ std::string Agent::MetricsText() const {
   }
   std::string out = RenderMetrics(in);
   if (observer_) out += observer_->MetricsText();
+  if (conditions_) out += conditions_->MetricsText();
   if (doctor_) out += doctor_->MetricsText();
   out += side_files_->MetricsText();
   out += front_->MetricsText();

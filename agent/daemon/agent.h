@@ -38,11 +38,13 @@
 #include "agent/health/health_monitor.h"
 #include "agent/holds/holds_watcher.h"
 #include "agent/inventory/inventory.h"
+#include "agent/kubeapi/kube_config.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
 #include "agent/model/device.h"
 #include "agent/netns/rdma_netlink.h"
 #include "agent/observe/observer.h"
+#include "agent/podconditions/controller.h"
 #include "agent/podprocs/pod_processes.h"
 #include "agent/podresources/podresources_client.h"
 #include "agent/pools/pool_device_resolver.h"
@@ -91,6 +93,13 @@ struct AgentOptions {
   // "<containerd|cri-o>=<dir>": where the runtimes keep containers' OCI
   // configs (Pod and container names); empty: their default locations.
   std::vector<std::string> runtime_state_dirs;
+  // --pod-conditions (needs observe): keep the fabric.gpustack.ai/ conditions
+  // and Events of this node's Pods in the API server (agent/podconditions),
+  // through `kube` as `node_name`. The writer's timing is in `conditions`.
+  bool pod_conditions = false;
+  std::string node_name;
+  kubeapi::KubeConfig kube;
+  podconditions::WriterOptions conditions;
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;
@@ -168,6 +177,7 @@ class Agent {
   absl::Status ApplyConfig(const Config& config);
   status::StatusInput StatusNow() const;
   absl::Status StartSampler();
+  absl::Status StartPodConditions();
   // What the sampler records each round: every hold with its pool's mode.
   std::vector<sampler::Grant> Grants() const;
   void ReconcileCniIfDue();
@@ -197,6 +207,8 @@ class Agent {
   // The transport verdicts (/v1/pods, fabric_pod_transport): fed by the
   // sampler's hook, so it outlives the sampler.
   std::unique_ptr<observe::TransportObserver> observer_;
+  // --pod-conditions: poked from the sampler's hook, so it outlives the sampler.
+  std::unique_ptr<podconditions::PodConditionsController> conditions_;
   // Declared after everything its callbacks read: destroyed (stopped) first.
   std::unique_ptr<sampler::Sampler> sampler_;
 };
