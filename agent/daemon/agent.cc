@@ -12,6 +12,7 @@
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "agent/netns/unavailable_rdma_netlink.h"
 #include "agent/podprocs/proc_pod_source.h"
+#include "agent/podsapi/pods_route.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {
@@ -178,13 +179,44 @@ absl::Status Agent::Start() {
     http_ = std::make_unique<HttpServer>(h, options_.metrics_cache);
     if (absl::Status s = http_->Start(options_.metrics_address); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return StartPodsTls();
+}
+
+absl::Status Agent::StartPodsTls() {
+  if (options_.pods_tls_address.empty()) return absl::OkStatus();
+  if (!options_.observe) {
+    return absl::InvalidArgumentError("--pods-tls-address needs --observe: it serves /v1/pods");
+  }
+  if (options_.pods_tls_cert_file.empty() || options_.pods_tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--pods-tls-address needs --pods-tls-cert-file and --pods-tls-key-file");
+  }
+  auto client = kubeapi::HttpKubeClient::Create(options_.kube);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("--pods-tls-address: ", client.status().message()));
+  }
+  pods_client_ = *std::move(client);
+  pods_authorizer_ =
+      std::make_unique<podsapi::PodsAuthorizer>(pods_client_.get(), podsapi::AuthorizerOptions{});
+  podsapi::TlsServerOptions to;
+  to.address = options_.pods_tls_address;
+  to.cert_file = options_.pods_tls_cert_file;
+  to.key_file = options_.pods_tls_key_file;
+  pods_tls_ = std::make_unique<podsapi::TlsServer>(to, [this](const podsapi::TlsRequest& r) {
+    return podsapi::ServeAuthorized(r, *pods_authorizer_,
+                                    [this](const std::string& path, const std::string& query) {
+                                      return observer_->ServeHttp(path, query);
+                                    });
+  });
+  return pods_tls_->Start();
 }
 
 void Agent::Stop() {
   // First: its rounds read the registry and the holds watcher.
   if (sampler_) sampler_->Stop();
   if (conditions_) conditions_->Stop();
+  if (pods_tls_) pods_tls_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();

@@ -47,6 +47,8 @@
 #include "agent/podconditions/controller.h"
 #include "agent/podprocs/pod_processes.h"
 #include "agent/podresources/podresources_client.h"
+#include "agent/podsapi/authorizer.h"
+#include "agent/podsapi/tls_server.h"
 #include "agent/pools/pool_device_resolver.h"
 #include "agent/pools/pool_registry.h"
 #include "agent/restrack/rdma_resources.h"
@@ -100,6 +102,11 @@ struct AgentOptions {
   std::string node_name;
   kubeapi::KubeConfig kube;
   podconditions::WriterOptions conditions;
+  // /v1/pods over TLS (needs observe): "host:port", and the PEM files the
+  // chart mounts from a Secret; each request's token and access are reviewed
+  // through `kube`. Empty: /v1/pods only on the plain port, to loopback.
+  std::string pods_tls_address;
+  std::string pods_tls_cert_file, pods_tls_key_file;
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;
@@ -178,6 +185,7 @@ class Agent {
   status::StatusInput StatusNow() const;
   absl::Status StartSampler();
   absl::Status StartPodConditions();
+  absl::Status StartPodsTls();
   // What the sampler records each round: every hold with its pool's mode.
   std::vector<sampler::Grant> Grants() const;
   void ReconcileCniIfDue();
@@ -209,6 +217,10 @@ class Agent {
   std::unique_ptr<observe::TransportObserver> observer_;
   // --pod-conditions: poked from the sampler's hook, so it outlives the sampler.
   std::unique_ptr<podconditions::PodConditionsController> conditions_;
+  // --pods-tls-address: the reviews' client, the authorizer and the listener.
+  std::unique_ptr<kubeapi::KubeClient> pods_client_;
+  std::unique_ptr<podsapi::PodsAuthorizer> pods_authorizer_;
+  std::unique_ptr<podsapi::TlsServer> pods_tls_;
   // Declared after everything its callbacks read: destroyed (stopped) first.
   std::unique_ptr<sampler::Sampler> sampler_;
 };

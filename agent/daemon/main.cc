@@ -92,6 +92,12 @@ ABSL_FLAG(bool, pod_conditions, false,
 ABSL_FLAG(std::string, pod_attach_grace, "60s",
           "--pod-conditions: how long a granted container may run without a QP before "
           "FabricAttached turns False (a Pod's fabric.gpustack.ai/attach-grace overrides it)");
+ABSL_FLAG(std::string, pods_tls_address, "",
+          "Serve /v1/pods over TLS here (e.g. 0.0.0.0:9437), each request's bearer token and "
+          "access reviewed by the API server (TokenReview, SubjectAccessReview); needs "
+          "--observe. Empty: /v1/pods only on --metrics-address, to loopback clients");
+ABSL_FLAG(std::string, pods_tls_cert_file, "", "PEM certificate (chain) for --pods-tls-address");
+ABSL_FLAG(std::string, pods_tls_key_file, "", "PEM private key for --pods-tls-address");
 ABSL_FLAG(std::string, node_name, "",
           "This node's name (DRA: the pool and the ResourceSlices' spec.nodeName; "
           "--pod-conditions: whose Pods to watch); empty: $NODE_NAME");
