@@ -369,6 +369,7 @@ const helmCases = {
   'helm observe.enabled + cni.enabled': { observe: { enabled: true }, cni: { enabled: true } },
   'helm observe.enabled + podConditions + tls': { observe: { enabled: true, podConditions: true, tls: { secretName: 'fabric-device-plugin-pods-tls' } } },
   'helm observe.enabled + podConditions': { observe: { enabled: true, podConditions: true } },
+  'helm observe.enabled + podConditions, no policy (before 1.30)': { observe: { enabled: true, podConditions: true, podConditionsPolicy: false } },
   'helm observe.enabled + tls': { observe: { enabled: true, tls: { secretName: 'my-tls', port: 10443 } } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
   'helm kubeletRoot=/var/lib/k0s/kubelet/ (deprecated)': { kubeletRoot: '/var/lib/k0s/kubelet/' },
@@ -672,6 +673,10 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       assertEq(rules(pc), ['/pods/status:patch', '/pods:get,list,watch', 'events.k8s.io/events:create,patch'], 'pod-conditions rules');
       assertEq(boundTo(pc), [`ServiceAccount:fabric-system/${sa.metadata.name}`], 'pod-conditions binding');
       assertEq(flagValue(agent.args, '--pod-attach-grace'), '60s', '--pod-attach-grace');
+      if (/no policy/.test(name)) {
+        assertEq(policies.length + byKind(objs(), 'ValidatingAdmissionPolicyBinding').length, 0, 'no policy before 1.30');
+        return;
+      }
       assertEq(policies.length, 1, 'the own-node ValidatingAdmissionPolicy');
       const p = policies[0];
       assertEq(p.spec.failurePolicy, 'Fail', 'policy failurePolicy');
