@@ -160,6 +160,7 @@ class Agent {
   std::string NodeJson() const;
   std::string PeersJson() const;  // the doctor's /v1/peers
   int metrics_port() const { return http_ ? http_->port() : 0; }
+  int pods_tls_port() const { return pods_tls_ ? pods_tls_->port() : 0; }
 
   NodeView node() const { return registry_->node(); }
   std::vector<PodDeviceHold> holds() const { return registry_->holds(); }

@@ -1141,7 +1141,10 @@ class Handler(BaseHTTPRequestHandler):
                 old = store.objects[resource].get(key)
                 status = obj.get("status")
                 if old is None:
+                    given_uid = obj["metadata"].get("uid")
                     self.stamp_create(resource, obj, None, "fake-control", "fake")
+                    if given_uid:  # a test that needs to know the UID (a Pod's, matched by cgroup)
+                        obj["metadata"]["uid"] = given_uid
                 else:
                     obj["metadata"].update({k: old["metadata"][k] for k in ("uid", "creationTimestamp")})
                     obj["metadata"]["generation"] = old["metadata"]["generation"] + (
