@@ -198,9 +198,9 @@ TEST_F(WriterTest, TheKubeletsStatusPatchesKeepTheConditions) {
   StartAgent();
   Run(1, [&] { return Window(Verdict::kRdma, 2); });
   auto kubelet = Client("admin");
-  const json kubelet_patch = {
-      {"$setElementOrder/conditions", {{{"type", "Ready"}}}},
-      {"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}}}}}}};
+  json kubelet_patch;  // the kubelet's shape: its conditions, with their order
+  kubelet_patch["status"]["$setElementOrder/conditions"] = json::array({{{"type", "Ready"}}});
+  kubelet_patch["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "False"}}});
   for (int i = 0; i < 3; ++i) {
     auto r = kubelet->Patch("/api/v1/namespaces/ml/pods/m0/status", kubelet_patch,
                             kubeapi::PatchType::kStrategicMerge);

@@ -4,7 +4,10 @@
 // writes the Pods' conditions and Events into tools/fake-apiserver (the real
 // wire: HTTPS, strategic-merge patches, the agent's RBAC and own-node policy)
 // and serves /v1/pods over TLS after a TokenReview and SubjectAccessReview.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -70,26 +73,81 @@ std::string ReasonOf(const json& pod, const std::string& type) {
   return c.is_object() ? c.value("reason", "") : "";
 }
 
+// Where the API server comes from: tools/fake-apiserver by default, or a real
+// kube-apiserver when FABRIC_TEST_KUBE_API names one (with FABRIC_TEST_KUBE_CA
+// and the tokens FABRIC_TEST_KUBE_{ADMIN,AGENT,MEMBER}_TOKEN; the agent's and
+// the member's RBAC as the chart binds them: test/realkubelet sets that up).
+struct ApiUnderTest {
+  std::string url, ca, admin, agent, member;
+  bool real = false;
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
 TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
-  if (!testing::FakeApiServerAvailable()) GTEST_SKIP() << "python3 or openssl is missing";
   TempDir dir;
   const std::string d = dir.path();
-  ASSERT_TRUE(testing::MakeCertificate(d, "server"));
+  ApiUnderTest api_info;
+  std::unique_ptr<testing::FakeApiServer> fake;
+  if (!Env("FABRIC_TEST_KUBE_API").empty()) {
+    api_info = {Env("FABRIC_TEST_KUBE_API"),          Env("FABRIC_TEST_KUBE_CA"),
+                Env("FABRIC_TEST_KUBE_ADMIN_TOKEN"),  Env("FABRIC_TEST_KUBE_AGENT_TOKEN"),
+                Env("FABRIC_TEST_KUBE_MEMBER_TOKEN"), true};
+    std::printf("against the real API server %s\n", api_info.url.c_str());
+  } else {
+    if (!testing::FakeApiServerAvailable()) GTEST_SKIP() << "python3 or openssl is missing";
+    ASSERT_TRUE(testing::MakeCertificate(d, "server"));
+    std::ofstream(d + "/tokens.json") << json{
+        {"tokens",
+         {{"admin", {{"user", "admin"}, {"role", "admin"}}},
+          {"agent-a",
+           {{"user", "system:serviceaccount:fabric-system:fabric-device-plugin"},
+            {"role", "agent"},
+            {"nodeName", "node-a"}}},
+          {"member",
+           {{"user", "system:serviceaccount:default:member"},
+            {"role", "none"},
+            {"allow",
+             {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"default"}}}}}}}}}};
+    fake = std::make_unique<testing::FakeApiServer>(d, std::vector<std::string>{});
+    ASSERT_TRUE(fake->Start());
+    api_info = {fake->url(), d + "/server.crt", "admin", "agent-a", "member", false};
+  }
   ASSERT_TRUE(testing::MakeCertificate(d, "agent"));
-  std::ofstream(d + "/tokens.json") << json{
-      {"tokens",
-       {{"admin", {{"user", "admin"}, {"role", "admin"}}},
-        {"agent-a",
-         {{"user", "system:serviceaccount:fabric-system:fabric-device-plugin"},
-          {"role", "agent"},
-          {"nodeName", "node-a"}}},
-        {"member",
-         {{"user", "system:serviceaccount:default:member"},
-          {"role", "none"},
-          {"allow", {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"default"}}}}}}}}}};
-  std::ofstream(d + "/agent-token") << "agent-a";
-  testing::FakeApiServer api(d, {});
-  ASSERT_TRUE(api.Start());
+  std::ofstream(d + "/agent-token") << api_info.agent;
+  std::ofstream(d + "/admin-token") << api_info.admin;
+  kubeapi::KubeConfig admin_config;
+  admin_config.server = api_info.url;
+  admin_config.ca_file = api_info.ca;
+  admin_config.token_file = d + "/admin-token";
+  auto admin_or = kubeapi::HttpKubeClient::Create(admin_config);
+  ASSERT_OK(admin_or);
+  kubeapi::KubeClient& admin = **admin_or;
+  // Two Pods on node-a, created as a user would, their status written as the
+  // kubelet would (no kubelet runs here): a running container "c".
+  const std::string suffix = std::to_string(::getpid());
+  auto create_pod = [&](const std::string& name, const std::string& container_id) {
+    json pod = ApiPod(name, container_id);
+    pod["metadata"].erase("uid");
+    pod["spec"]["containers"][0]["image"] = "busybox";
+    const json status = pod["status"];
+    pod.erase("status");
+    auto created = admin.Create("/api/v1/namespaces/default/pods", pod);
+    EXPECT_OK(created);
+    if (!created.ok()) return std::string();
+    auto patched = admin.Patch("/api/v1/namespaces/default/pods/" + name + "/status",
+                               {{"status", status}}, kubeapi::PatchType::kStrategicMerge);
+    EXPECT_OK(patched);
+    return (*created)["metadata"]["uid"].get<std::string>();
+  };
+  const std::string cid_a = FakeProcTree::ContainerId(1), cid_b = FakeProcTree::ContainerId(2);
+  const std::string name_a = "c-active-" + suffix, name_b = "c-fallback-" + suffix;
+  const std::string active = create_pod(name_a, cid_a), fallback = create_pod(name_b, cid_b);
+  ASSERT_FALSE(active.empty());
+  ASSERT_FALSE(fallback.empty());
 
   FakeSysfs sysfs(d + "/node");
   sysfs.AddRxe("rxe0", "eth0");
@@ -102,18 +160,15 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   ko.serve_podresources = true;
   sim::KubeletSim kubelet(d + "/kubelet", ko);
   ASSERT_OK(kubelet.Start());
-  const std::string active = FakeProcTree::PodUid(1), fallback = FakeProcTree::PodUid(2);
   FakeProcTree proc(d + "/proc");
   const std::string runtime_dir = d + "/containerd/k8s.io";
-  const FakeContainer a{active, FakeProcTree::ContainerId(1), "containerd"};
-  const FakeContainer b{fallback, FakeProcTree::ContainerId(2), "containerd"};
+  const FakeContainer a{active, cid_a, "containerd"};
+  const FakeContainer b{fallback, cid_b, "containerd"};
   proc.AddPodProcess(4001, a, CgroupStyle::kSystemdV2, /*netns_id=*/1);
   proc.AddPodProcess(4002, b, CgroupStyle::kCgroupfsV1, /*netns_id=*/2);
   FakeProcTree::AddContainerdConfig(runtime_dir, a.container_id, "default", active, active, "c");
   FakeProcTree::AddContainerdConfig(runtime_dir, b.container_id, "default", fallback, fallback,
                                     "c");
-  ASSERT_EQ(api.Control("POST", "/fake/objects", ApiPod(active, a.container_id)).first, 201);
-  ASSERT_EQ(api.Control("POST", "/fake/objects", ApiPod(fallback, b.container_id)).first, 201);
   restrack::FakeResourceSource resources;
 
   AgentOptions o;
@@ -129,8 +184,8 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   o.resource_source = &resources;
   o.pod_conditions = true;
   o.node_name = "node-a";
-  o.kube.server = api.url();
-  o.kube.ca_file = d + "/server.crt";
+  o.kube.server = api_info.url;
+  o.kube.ca_file = api_info.ca;
   o.kube.token_file = d + "/agent-token";
   o.conditions.attach_grace = absl::Seconds(1);
   o.pods_tls_address = "127.0.0.1:0";
@@ -144,11 +199,6 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   ASSERT_OK(kubelet.Allocate(kRdma, 1, fallback, "c", &ids_b));
   resources.Set({restrack::Qp(ids_a[0], 17, 4001), restrack::Cq(ids_a[0], 3, 4001)});
 
-  std::ofstream(d + "/admin-token") << "admin";
-  kubeapi::KubeConfig admin_config = o.kube;
-  admin_config.token_file = d + "/admin-token";
-  auto admin = kubeapi::HttpKubeClient::Create(admin_config);
-  ASSERT_OK(admin);
   json pod_a, pod_b;
   auto done = [&] {
     return ReasonOf(pod_a, "fabric.gpustack.ai/Transport") == "Rdma" &&
@@ -160,8 +210,8 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
     sysfs.SetCounter(ids_a[0], 1, "rcvd_pkts", 300u * i);
     proc.SetNetBytes(4002, 0, 2 * kMiB * i);
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    pod_a = (*admin)->Get("/api/v1/namespaces/default/pods/" + active).value_or(json());
-    pod_b = (*admin)->Get("/api/v1/namespaces/default/pods/" + fallback).value_or(json());
+    pod_a = admin.Get("/api/v1/namespaces/default/pods/" + name_a).value_or(json());
+    pod_b = admin.Get("/api/v1/namespaces/default/pods/" + name_b).value_or(json());
   }
   ASSERT_TRUE(done()) << pod_a.dump(2) << pod_b.dump(2);
   const json attached_a = ConditionOf(pod_a, "fabric.gpustack.ai/FabricAttached");
@@ -177,11 +227,24 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   EXPECT_EQ(transport_b["status"], "False");
   EXPECT_THAT(transport_b["message"].get<std::string>(), HasSubstr("(fallback)"));
 
-  auto events = (*admin)->List("/apis/events.k8s.io/v1/namespaces/default/events", {});
+  // The kubelet's own status write (its conditions, its shape) keeps ours.
+  json kubelet_patch;  // the kubelet's shape: its conditions, with their order
+  kubelet_patch["status"]["$setElementOrder/conditions"] = json::array({{{"type", "Ready"}}});
+  kubelet_patch["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  auto kubelet_write = admin.Patch("/api/v1/namespaces/default/pods/" + name_a + "/status",
+                                   kubelet_patch, kubeapi::PatchType::kStrategicMerge);
+  ASSERT_OK(kubelet_write);
+  EXPECT_EQ(ConditionOf(*kubelet_write, "fabric.gpustack.ai/FabricAttached"), attached_a);
+  EXPECT_EQ(ConditionOf(*kubelet_write, "Ready")["status"], "True");
+  std::printf("%s: %s\n%s: %s\n", name_a.c_str(),
+              (*kubelet_write)["status"]["conditions"].dump(1).c_str(), name_b.c_str(),
+              pod_b["status"]["conditions"].dump(1).c_str());
+
+  auto events = admin.List("/apis/events.k8s.io/v1/namespaces/default/events", {});
   ASSERT_OK(events);
   std::set<std::string> seen;
   for (const json& e : events->items) {
-    seen.insert(e["regarding"]["name"].get<std::string>() + " " + e["reason"].get<std::string>());
+    seen.insert(e["regarding"]["uid"].get<std::string>() + " " + e["reason"].get<std::string>());
   }
   EXPECT_TRUE(seen.count(active + " FabricAttached")) << events->items.size();
   EXPECT_TRUE(seen.count(fallback + " FabricNotAttached"));
@@ -190,8 +253,10 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   // /v1/pods over TLS: the member's token may get Pods in its namespace only.
   podsapi::HttpsOptions h;
   h.ca_file = d + "/agent.crt";
-  h.bearer_token = "member";
+  h.bearer_token = api_info.member;
   const std::string tls = "https://127.0.0.1:" + std::to_string(agent.pods_tls_port());
+  // The document is named as the kubelet names the Pod (here its UID: the
+  // simulator's PodResources names Pods by the name it was given).
   auto mine = podsapi::HttpsGet(tls, "/v1/pods/default/" + active, h);
   ASSERT_OK(mine);
   EXPECT_EQ(mine->status, 200);
@@ -202,6 +267,11 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   h.bearer_token = "";
   EXPECT_EQ(podsapi::HttpsGet(tls, "/v1/pods/default/" + active, h)->status, 401);
   agent.Stop();
+  if (api_info.real && Env("FABRIC_TEST_KEEP_PODS").empty()) {
+    for (const std::string& n : {name_a, name_b}) {
+      (void)admin.Delete("/api/v1/namespaces/default/pods/" + n, {});
+    }
+  }
 }
 
 }  // namespace

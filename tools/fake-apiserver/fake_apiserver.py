@@ -837,6 +837,8 @@ class Handler(BaseHTTPRequestHandler):
                     merged = fake_core.merge_patch(old, body)
             except fake_core.PatchError as e:
                 raise bad_request(str(e))
+            except fake_core.PatchServerError as e:
+                raise ApiError(500, "InternalError", str(e))
             merged["metadata"] = dict(old["metadata"], **{k: v for k, v in (merged.get("metadata") or {}).items()
                                                           if k in ("labels", "annotations")})
             for k in ("labels", "annotations"):

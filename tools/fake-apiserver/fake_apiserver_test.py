@@ -242,11 +242,16 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual(types, ["Ready", "PodScheduled", "fabric.gpustack.ai/FabricAttached"])
         # The kubelet's own patch (its conditions, with $setElementOrder) keeps ours.
         code, patched = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
-                                  {"$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodScheduled"}],
-                                   "status": {"conditions": [{"type": "Ready", "status": "False"}]}}, ctype=smp)
+                                  {"status": {"$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodScheduled"}],
+                                              "conditions": [{"type": "Ready", "status": "False"}]}}, ctype=smp)
         self.assertEqual(code, 200, patched)
         self.assertIn(self.fabric("True"), patched["status"]["conditions"])
         self.assertIn({"type": "Ready", "status": "False"}, patched["status"]["conditions"])
+        # A list directive where the Pod has no such list is the real server's 500.
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"$setElementOrder/conditions": [{"type": "Ready"}]}, ctype=smp)
+        self.assertEqual(code, 500)
+        self.assertIn('unable to find api field in struct Pod for the json field "conditions"', err["message"])
         # A stale UID (the Pod was recreated) is a conflict.
         code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
                               {"metadata": {"uid": "other"}, "status": {}}, token="agent-a", ctype=smp)

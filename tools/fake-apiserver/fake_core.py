@@ -44,6 +44,10 @@ class PatchError(Exception):
     pass
 
 
+class PatchServerError(Exception):
+    """What the real server answers 500 for (a directive naming a list the struct lacks)."""
+
+
 def strategic_merge(old, patch, key=None):
     """Applies a strategic-merge patch as the API server does for the types
     above: maps merge, null deletes, keyed lists merge by their key ("$patch":
@@ -55,7 +59,11 @@ def strategic_merge(old, patch, key=None):
     orders = {}
     for k, v in patch.items():
         if k.startswith("$setElementOrder/"):
-            orders[k.split("/", 1)[1]] = v
+            field = k.split("/", 1)[1]
+            if key is None and field not in ("metadata", "spec", "status"):
+                # The Pod object itself has no list fields (v1.20's answer).
+                raise PatchServerError('unable to find api field in struct Pod for the json field "%s"' % field)
+            orders[field] = v
             continue
         if k.startswith("$"):
             continue
