@@ -132,6 +132,35 @@ absl::StatusOr<fabric::kubeapi::KubeConfig> KubeConfigFromFlags(const char* user
   return kube;
 }
 
+// --pod-conditions and --pods-tls-*: their checks and the API server they
+// talk to. 0, or the exit code after a message.
+int ApplyApiServerFlags(fabric::AgentOptions& opts) {
+  opts.pod_conditions = absl::GetFlag(FLAGS_pod_conditions);
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_pod_attach_grace), &opts.conditions.attach_grace) ||
+      opts.conditions.attach_grace < absl::ZeroDuration()) {
+    std::fprintf(stderr, "fabric-agent: --pod-attach-grace: '%s' is not a duration like 60s\n",
+                 absl::GetFlag(FLAGS_pod_attach_grace).c_str());
+    return 2;
+  }
+  if (opts.pod_conditions) {
+    opts.node_name = NodeName();
+    if (!opts.observe || opts.node_name.empty()) {
+      std::fprintf(stderr,
+                   "fabric-agent: --pod-conditions needs --observe and --node-name (or "
+                   "$NODE_NAME)\n");
+      return 2;
+    }
+    auto kube = KubeConfigFromFlags("fabric-agent");
+    if (!kube.ok()) {
+      std::fprintf(stderr, "fabric-agent: --pod-conditions: %s\n",
+                   std::string(kube.status().message()).c_str());
+      return 2;
+    }
+    opts.kube = *std::move(kube);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,29 +226,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.runtime_state_dirs = absl::GetFlag(FLAGS_runtime_state_dir);
-  opts.pod_conditions = absl::GetFlag(FLAGS_pod_conditions);
-  if (!absl::ParseDuration(absl::GetFlag(FLAGS_pod_attach_grace), &opts.conditions.attach_grace) ||
-      opts.conditions.attach_grace < absl::ZeroDuration()) {
-    std::fprintf(stderr, "fabric-agent: --pod-attach-grace: '%s' is not a duration like 60s\n",
-                 absl::GetFlag(FLAGS_pod_attach_grace).c_str());
-    return 2;
-  }
-  if (opts.pod_conditions) {
-    opts.node_name = NodeName();
-    if (!opts.observe || opts.node_name.empty()) {
-      std::fprintf(stderr,
-                   "fabric-agent: --pod-conditions needs --observe and --node-name (or "
-                   "$NODE_NAME)\n");
-      return 2;
-    }
-    auto kube = KubeConfigFromFlags("fabric-agent");
-    if (!kube.ok()) {
-      std::fprintf(stderr, "fabric-agent: --pod-conditions: %s\n",
-                   std::string(kube.status().message()).c_str());
-      return 2;
-    }
-    opts.kube = *std::move(kube);
-  }
+  if (int rc = ApplyApiServerFlags(opts); rc != 0) return rc;
   opts.doctor.enabled = absl::GetFlag(FLAGS_doctor);
   opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
   opts.doctor.provider = absl::GetFlag(FLAGS_doctor_provider);

@@ -87,65 +87,112 @@ std::string Env(const char* name) {
   return v != nullptr ? v : "";
 }
 
-TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
-  TempDir dir;
-  const std::string d = dir.path();
-  ApiUnderTest api_info;
-  std::unique_ptr<testing::FakeApiServer> fake;
-  if (!Env("FABRIC_TEST_KUBE_API").empty()) {
-    api_info = {Env("FABRIC_TEST_KUBE_API"),          Env("FABRIC_TEST_KUBE_CA"),
-                Env("FABRIC_TEST_KUBE_ADMIN_TOKEN"),  Env("FABRIC_TEST_KUBE_AGENT_TOKEN"),
-                Env("FABRIC_TEST_KUBE_MEMBER_TOKEN"), true};
-    std::printf("against the real API server %s\n", api_info.url.c_str());
-  } else {
-    if (!testing::FakeApiServerAvailable()) GTEST_SKIP() << "python3 or openssl is missing";
-    ASSERT_TRUE(testing::MakeCertificate(d, "server"));
-    std::ofstream(d + "/tokens.json") << json{
-        {"tokens",
-         {{"admin", {{"user", "admin"}, {"role", "admin"}}},
-          {"agent-a",
-           {{"user", "system:serviceaccount:fabric-system:fabric-device-plugin"},
-            {"role", "agent"},
-            {"nodeName", "node-a"}}},
-          {"member",
-           {{"user", "system:serviceaccount:default:member"},
-            {"role", "none"},
-            {"allow",
-             {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"default"}}}}}}}}}};
-    fake = std::make_unique<testing::FakeApiServer>(d, std::vector<std::string>{});
-    ASSERT_TRUE(fake->Start());
-    api_info = {fake->url(), d + "/server.crt", "admin", "agent-a", "member", false};
+class PodConditionsIntegrationTest : public ::testing::Test {
+ protected:
+  // The API server (real, or the fake started here) and an admin client.
+  void SetUp() override {
+    if (!Env("FABRIC_TEST_KUBE_API").empty()) {
+      api_ = {Env("FABRIC_TEST_KUBE_API"),          Env("FABRIC_TEST_KUBE_CA"),
+              Env("FABRIC_TEST_KUBE_ADMIN_TOKEN"),  Env("FABRIC_TEST_KUBE_AGENT_TOKEN"),
+              Env("FABRIC_TEST_KUBE_MEMBER_TOKEN"), true};
+      std::printf("against the real API server %s\n", api_.url.c_str());
+    } else {
+      if (!testing::FakeApiServerAvailable()) GTEST_SKIP() << "python3 or openssl is missing";
+      ASSERT_TRUE(testing::MakeCertificate(d_, "server"));
+      std::ofstream(d_ + "/tokens.json") << json{
+          {"tokens",
+           {{"admin", {{"user", "admin"}, {"role", "admin"}}},
+            {"agent-a",
+             {{"user", "system:serviceaccount:fabric-system:fabric-device-plugin"},
+              {"role", "agent"},
+              {"nodeName", "node-a"}}},
+            {"member",
+             {{"user", "system:serviceaccount:default:member"},
+              {"role", "none"},
+              {"allow",
+               {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"default"}}}}}}}}}};
+      fake_ = std::make_unique<testing::FakeApiServer>(d_, std::vector<std::string>{});
+      ASSERT_TRUE(fake_->Start());
+      api_ = {fake_->url(), d_ + "/server.crt", "admin", "agent-a", "member", false};
+    }
+    ASSERT_TRUE(testing::MakeCertificate(d_, "agent"));
+    std::ofstream(d_ + "/agent-token") << api_.agent;
+    std::ofstream(d_ + "/admin-token") << api_.admin;
+    kubeapi::KubeConfig c;
+    c.server = api_.url;
+    c.ca_file = api_.ca;
+    c.token_file = d_ + "/admin-token";
+    auto admin = kubeapi::HttpKubeClient::Create(c);
+    ASSERT_OK(admin);
+    admin_ = *std::move(admin);
   }
-  ASSERT_TRUE(testing::MakeCertificate(d, "agent"));
-  std::ofstream(d + "/agent-token") << api_info.agent;
-  std::ofstream(d + "/admin-token") << api_info.admin;
-  kubeapi::KubeConfig admin_config;
-  admin_config.server = api_info.url;
-  admin_config.ca_file = api_info.ca;
-  admin_config.token_file = d + "/admin-token";
-  auto admin_or = kubeapi::HttpKubeClient::Create(admin_config);
-  ASSERT_OK(admin_or);
-  kubeapi::KubeClient& admin = **admin_or;
-  // Two Pods on node-a, created as a user would, their status written as the
-  // kubelet would (no kubelet runs here): a running container "c".
-  const std::string suffix = std::to_string(::getpid());
-  auto create_pod = [&](const std::string& name, const std::string& container_id) {
+  // The agent in process, with observation, Pod conditions (a 1 s grace) and
+  // the TLS /v1/pods, against the API server under test.
+  AgentOptions Options(const HostPaths& paths, const std::string& proc_root,
+                       const std::string& runtime_dir) {
+    AgentOptions o;
+    o.paths = paths;
+    o.paths.kubelet_root = d_ + "/kubelet";
+    o.paths.proc_root = proc_root;
+    o.registration = RegistrationMode::kKubelet;
+    o.metrics_address = "127.0.0.1:0";
+    o.sample_period = absl::Milliseconds(200);
+    o.podresources_interval = absl::Milliseconds(200);
+    o.observe = true;
+    o.runtime_state_dirs = {"containerd=" + runtime_dir};
+    o.pod_conditions = true;
+    o.node_name = "node-a";
+    o.kube.server = api_.url;
+    o.kube.ca_file = api_.ca;
+    o.kube.token_file = d_ + "/agent-token";
+    o.conditions.attach_grace = absl::Seconds(1);
+    o.pods_tls_address = "127.0.0.1:0";
+    o.pods_tls_cert_file = d_ + "/agent.crt";
+    o.pods_tls_key_file = d_ + "/agent.key";
+    return o;
+  }
+
+  void TearDown() override {
+    if (!api_.real || !Env("FABRIC_TEST_KEEP_PODS").empty()) return;
+    for (const std::string& n : created_) {
+      (void)admin_->Delete("/api/v1/namespaces/default/pods/" + n, {});
+    }
+  }
+
+  // A Pod on node-a, created as a user would, its status written as the
+  // kubelet would (no kubelet runs here): a running container "c". Its UID.
+  std::string CreatePod(const std::string& name, const std::string& container_id) {
     json pod = ApiPod(name, container_id);
     pod["metadata"].erase("uid");
     pod["spec"]["containers"][0]["image"] = "busybox";
     const json status = pod["status"];
     pod.erase("status");
-    auto created = admin.Create("/api/v1/namespaces/default/pods", pod);
+    auto created = admin_->Create("/api/v1/namespaces/default/pods", pod);
     EXPECT_OK(created);
-    if (!created.ok()) return std::string();
-    auto patched = admin.Patch("/api/v1/namespaces/default/pods/" + name + "/status",
-                               {{"status", status}}, kubeapi::PatchType::kStrategicMerge);
+    if (!created.ok()) return "";
+    created_.push_back(name);
+    auto patched = admin_->Patch("/api/v1/namespaces/default/pods/" + name + "/status",
+                                 {{"status", status}}, kubeapi::PatchType::kStrategicMerge);
     EXPECT_OK(patched);
     return (*created)["metadata"]["uid"].get<std::string>();
-  };
+  }
+
+  TempDir dir_;
+  const std::string d_ = dir_.path();
+  ApiUnderTest api_;
+  std::unique_ptr<testing::FakeApiServer> fake_;
+  std::unique_ptr<kubeapi::KubeClient> admin_;
+  std::vector<std::string> created_;
+};
+
+TEST_F(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
+  const std::string& d = d_;
+  kubeapi::KubeClient& admin = *admin_;
+  const ApiUnderTest& api_info = api_;
+  const std::string suffix = std::to_string(::getpid());
   const std::string cid_a = FakeProcTree::ContainerId(1), cid_b = FakeProcTree::ContainerId(2);
   const std::string name_a = "c-active-" + suffix, name_b = "c-fallback-" + suffix;
-  const std::string active = create_pod(name_a, cid_a), fallback = create_pod(name_b, cid_b);
+  const std::string active = CreatePod(name_a, cid_a), fallback = CreatePod(name_b, cid_b);
   ASSERT_FALSE(active.empty());
   ASSERT_FALSE(fallback.empty());
 
@@ -171,26 +218,8 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
                                     "c");
   restrack::FakeResourceSource resources;
 
-  AgentOptions o;
-  o.paths = sysfs.paths();
-  o.paths.kubelet_root = d + "/kubelet";
-  o.paths.proc_root = proc.proc_root();
-  o.registration = RegistrationMode::kKubelet;
-  o.metrics_address = "127.0.0.1:0";
-  o.sample_period = absl::Milliseconds(200);
-  o.podresources_interval = absl::Milliseconds(200);
-  o.observe = true;
-  o.runtime_state_dirs = {"containerd=" + runtime_dir};
+  AgentOptions o = Options(sysfs.paths(), proc.proc_root(), runtime_dir);
   o.resource_source = &resources;
-  o.pod_conditions = true;
-  o.node_name = "node-a";
-  o.kube.server = api_info.url;
-  o.kube.ca_file = api_info.ca;
-  o.kube.token_file = d + "/agent-token";
-  o.conditions.attach_grace = absl::Seconds(1);
-  o.pods_tls_address = "127.0.0.1:0";
-  o.pods_tls_cert_file = d + "/agent.crt";
-  o.pods_tls_key_file = d + "/agent.key";
   Agent agent(o);
   ASSERT_OK(agent.Start());
   ASSERT_TRUE(kubelet.WaitFor([&] { return agent.plugins().AllRegistered(); }, absl::Seconds(20)));
@@ -267,11 +296,6 @@ TEST(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) {
   h.bearer_token = "";
   EXPECT_EQ(podsapi::HttpsGet(tls, "/v1/pods/default/" + active, h)->status, 401);
   agent.Stop();
-  if (api_info.real && Env("FABRIC_TEST_KEEP_PODS").empty()) {
-    for (const std::string& n : {name_a, name_b}) {
-      (void)admin.Delete("/api/v1/namespaces/default/pods/" + n, {});
-    }
-  }
 }
 
 }  // namespace
