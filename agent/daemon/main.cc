@@ -142,6 +142,9 @@ int ApplyApiServerFlags(fabric::AgentOptions& opts) {
                  absl::GetFlag(FLAGS_pod_attach_grace).c_str());
     return 2;
   }
+  opts.pods_tls_address = absl::GetFlag(FLAGS_pods_tls_address);
+  opts.pods_tls_cert_file = absl::GetFlag(FLAGS_pods_tls_cert_file);
+  opts.pods_tls_key_file = absl::GetFlag(FLAGS_pods_tls_key_file);
   if (opts.pod_conditions) {
     opts.node_name = NodeName();
     if (!opts.observe || opts.node_name.empty()) {
@@ -150,9 +153,20 @@ int ApplyApiServerFlags(fabric::AgentOptions& opts) {
                    "$NODE_NAME)\n");
       return 2;
     }
+  }
+  if (!opts.pods_tls_address.empty() &&
+      (!opts.observe || opts.pods_tls_cert_file.empty() || opts.pods_tls_key_file.empty())) {
+    std::fprintf(stderr,
+                 "fabric-agent: --pods-tls-address needs --observe, --pods-tls-cert-file and "
+                 "--pods-tls-key-file\n");
+    return 2;
+  }
+  if (opts.pod_conditions || !opts.pods_tls_address.empty()) {
     auto kube = KubeConfigFromFlags("fabric-agent");
     if (!kube.ok()) {
-      std::fprintf(stderr, "fabric-agent: --pod-conditions: %s\n",
+      std::fprintf(stderr,
+                   "fabric-agent: the API server (for --pod-conditions or --pods-tls-address): "
+                   "%s\n",
                    std::string(kube.status().message()).c_str());
       return 2;
     }
