@@ -43,8 +43,17 @@
 #   make_dev_nodes SYSFS OUT mknod OUT/<name> for every uverbs/umad/issm/rdma_cm of a fake sysfs tree,
 #                            with the tree's major:minor (real char devices: ENXIO when granted).
 # Requires root, unshare/nsenter, containerd, ctr, runc, curl, jq, gcc (static libc), busybox-static.
+#
+# A control plane (kube-api.sh, sourced below; issue 25): with RK_CONTROL_PLANE=1, start_cluster also
+# starts etcd and kube-apiserver before the kubelet, and the kubelet registers as Node $RK_NODE through
+# a kubeconfig (static Pods then also show up as mirror Pods). The Pod helpers above (pod_json,
+# pod_exec, wait_container_running, pod_logs...) find Pods created through the API by their own name.
+# Before each Pod is created, run_static_pod and api_create_pod wait until the kubelet reports the
+# capacity of every resource it asks for (wait_capacity, in kube-api.sh).
 
 RK_HERE=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+# shellcheck source=kube-api.sh
+source "$RK_HERE/kube-api.sh"
 
 rk_log() { echo "[rk $(date +%H:%M:%S)] $*" >&2; }
 
@@ -262,6 +271,9 @@ fileCheckFrequency: ${RK_FILE_CHECK:-1s}
 syncFrequency: 10s
 resolvConf: ""
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
+# Registered: the Node's status (allocatable included) is recomputed this often (default 10s), and
+# posted when it changed, so wait_capacity sees a registration within this period.
+nodeStatusUpdateFrequency: ${RK_NODE_STATUS_PERIOD:-2s}
 EOF
 }
 
@@ -272,7 +284,10 @@ start_kubelet() {
   echo $(($(cat "$RK_WORK/kubelet.n" 2>/dev/null || echo 0) + 1)) >"$RK_WORK/kubelet.n"
   rk_make_cgroup_root
   rk_write_kubelet_config
-  ns_spawn kubelet "$(kubelet_log)" "$RK_KUBELET" \
+  local registered=()  # registered as a Node (kube-api.sh's control plane), else standalone
+  [[ -n ${RK_REGISTERED:-} ]] && registered=(--kubeconfig="$RK_API_DIR/kubelet.kubeconfig")
+  touch "$RK_WORK/kubelet.started"
+  ns_spawn kubelet "$(kubelet_log)" "$RK_KUBELET" "${registered[@]}" \
     --config="$RK_WORK/kubelet-config.yaml" \
     --container-runtime=remote \
     --container-runtime-endpoint="unix://$RK_SOCK" --image-service-endpoint="unix://$RK_SOCK" \
@@ -298,12 +313,15 @@ restart_kubelet() { stop_kubelet && start_kubelet; }
 
 start_cluster() {
   rk_remove_cgroups
-  start_ns && start_containerd && start_kubelet
+  start_ns && start_containerd || return 1
+  if [[ ${RK_CONTROL_PLANE:-0} == 1 ]]; then start_control_plane || return 1; fi
+  start_kubelet
 }
 
 stop_cluster() {
   local f
   # Let the kubelet stop the Pods (runs CNI DEL, releases devices), then clean up what is left.
+  ns_pid_alive kubelet && ns_pid_alive kube-apiserver && api_delete_all_pods
   if ns_pid_alive kubelet && compgen -G "$RK_MANIFESTS/*.yaml" >/dev/null; then
     rm -f "$RK_MANIFESTS"/*.yaml
     for ((f = 0; f < 150; f++)); do
@@ -314,8 +332,9 @@ stop_cluster() {
   stop_kubelet
   for f in "$RK_WORK"/pids/*; do
     [[ -e $f ]] || continue
-    case $(basename "$f") in holder | containerd) ;; *) ns_stop "$(basename "$f")" ;; esac
+    case $(basename "$f") in holder | containerd | kube-apiserver | etcd) ;; *) ns_stop "$(basename "$f")" ;; esac
   done
+  stop_control_plane
   stop_containerd
   stop_ns
   rk_remove_cgroups
@@ -437,11 +456,18 @@ $(if [[ $hostpath == 1 ]]; then printf '      volumeMounts:\n        - {name: ib
 $(if [[ $hostpath == 1 ]]; then printf '  volumes:\n    - name: ib\n      hostPath: {path: /dev/infiniband, type: Directory}\n'; fi)
 EOF
 }
-run_static_pod() { cat >"$RK_MANIFESTS/.$1.tmp" && mv "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/$1.yaml"; }
+run_static_pod() {
+  cat >"$RK_MANIFESTS/.$1.tmp" && capacity_wait_manifest <"$RK_MANIFESTS/.$1.tmp"
+  mv "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/$1.yaml"
+}
 
 rk_kubelet_pods() { in_ns curl -sk -m 5 "https://127.0.0.1:10250/pods" 2>/dev/null; }
 
-pod_json() { rk_kubelet_pods | jq -c --arg n "$1-$RK_NODE" '.items[]? | select(.metadata.name == $n)'; }
+# A static Pod is NAME-NODE in the kubelet's view; a Pod created through the API is NAME.
+pod_json() {
+  rk_kubelet_pods | jq -c --arg s "$1-$RK_NODE" --arg n "$1" \
+    '[.items[]? | select(.metadata.name == $s or .metadata.name == $n)][0] // empty'
+}
 
 pod_phase() { pod_json "$1" | jq -r '.status.phase // empty'; }
 
@@ -481,10 +507,10 @@ wait_container_running() {  # NAME CONTAINER [TIMEOUT]
 }
 
 pod_log_file() {  # NAME [CONTAINER]
-  local uid
-  uid=$(pod_uid "$1")
-  [[ -n $uid ]] || return 1
-  ls -1 "$RK_LOGDIR"/pods/default_"$1-$RK_NODE"_"$uid"/"${2:-*}"/*.log 2>/dev/null | tail -1
+  local id
+  id=$(pod_json "$1" | jq -r '.metadata | "\(.namespace)_\(.name)_\(.uid)"')
+  [[ -n $id ]] || return 1
+  ls -1 "$RK_LOGDIR/pods/$id/${2:-*}"/*.log 2>/dev/null | tail -1
 }
 
 pod_logs() {

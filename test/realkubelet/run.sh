@@ -1,8 +1,13 @@
 #!/bin/bash
 # The real-kubelet suite: a real kubelet v1.20.2 (built from Debian 12's source, cached), Debian's
-# containerd and runc, standalone with static Pods, in a private mount + network namespace, and
-# fabric-agent from BUILD_DIR serving a fake node (a sample sysfs tree from test/testdata/nodes and
-# real mknod'ed character devices bind-mounted over /dev/infiniband). Cases: cases/NN-*.sh (issue 10).
+# containerd and runc, and a real control plane (Debian's etcd 3.4 and kube-apiserver v1.20.2 from the
+# same source, cached; Node,RBAC authorization; the kubelet registered as a Node), all in a private
+# mount + network namespace, and fabric-agent from BUILD_DIR serving a fake node (a sample sysfs tree
+# from test/testdata/nodes and real mknod'ed character devices bind-mounted over /dev/infiniband).
+# Cases: cases/NN-*.sh (issue 10; the API server: issue 25). The cases use static Pods (also mirror
+# Pods in the API) and Pods created through the API with spec.nodeName (no scheduler).
+# A case with a "# rk: needs the API server" line SKIPs, with the reason, when the control plane
+# cannot be had (no etcd-server, or kube-apiserver cannot be built); the others then run standalone.
 #
 # Usage: test/realkubelet/run.sh BUILD_DIR [OUTDIR]
 #   Prints "realkubelet: PASS|FAIL <case>[: why]" per case and a closing "N passed, N failed".
@@ -49,12 +54,28 @@ if [[ $rc != 0 ]]; then
   fail_setup "kubelet build failed"
 fi
 export RK_KUBELET
+# The control plane: kube-apiserver from the same source and Go cache (about 7 min more, once).
+[[ -x ${FABRIC_TEST_CACHE:-/var/cache/fabric-test}/kube-apiserver/kube-apiserver-v1.20.2 ]] ||
+  echo "realkubelet: building kube-apiserver v1.20.2 once (about 7 min on an idle core; cached afterwards)"
+RK_APISERVER_BIN=$("$HERE/build-apiserver.sh" 2>"$OUTDIR/build-apiserver.log" | tail -1)
+rc=$?
+NO_API=""
+if [[ $rc == 1 ]]; then
+  tail -20 "$OUTDIR/build-apiserver.log"
+  fail_setup "kube-apiserver build failed"
+elif [[ $rc != 0 ]]; then
+  NO_API="no kube-apiserver: $(tail -1 "$OUTDIR/build-apiserver.log")"
+fi
+export RK_APISERVER_BIN
 # Short: containerd's socket path must stay under 108 bytes.
 WORK=$(mktemp -d /var/tmp/frk.XXXXXX)
 RK_DEV_IB=$WORK/dev-ib
 export RK_DEV_IB
 rk_init "$WORK" rk-node
 why=$(rk_check_parts) || { rm -rf "$WORK"; skip_all "$why"; }
+[[ -z $NO_API ]] && { NO_API=$(api_check_parts) || true; }
+RK_CONTROL_PLANE=1
+[[ -n $NO_API ]] && { RK_CONTROL_PLANE=0; echo "realkubelet: note: no control plane ($NO_API); the kubelet runs standalone and the API cases skip"; }
 
 # ---- fake node: real char devices with the tree's numbers --------------------------------------------
 make_dev_nodes "$TREE/sys" "$RK_DEV_IB"
@@ -105,6 +126,7 @@ start_agent() {
   n=$(($(cat "$RK_WORK/agent.n" 2>/dev/null || echo 0) + 1))
   echo "$n" >"$RK_WORK/agent.n"
   date +%s.%N >"$RK_WORK/agent-$n.started"
+  touch "$RK_WORK/agent.started"  # wait_capacity trusts only what the kubelet learnt after this
   ns_spawn agent "$(agent_log)" "$AGENT" --sysfs-root "$TREE/sys" --dev-root /dev \
     --kubelet-root /var/lib/kubelet --metrics-address 127.0.0.1:9435 \
     --state-dir "$RK_WORK/agent-state" --cdi-dir "$RK_WORK/cdi" --agent-socket "$AGENT_SOCK" \
@@ -203,6 +225,10 @@ for c in "$HERE"/cases/[0-9][0-9]-*.sh; do
     for p in $RK_CASES; do [[ $num == "$p" ]] && sel=1; done
     ((sel)) || continue
   fi
+  if [[ -n $NO_API ]] && grep -qx '# rk: needs the API server' "$c"; then
+    echo "realkubelet: SKIP $name: $NO_API"
+    continue
+  fi
   wait_node_whole "$name"
   ct0=$(date +%s.%N)
   (set -uo pipefail; source "$c") >"$CASELOG/$name.log" 2>&1
@@ -224,11 +250,14 @@ for c in "$HERE"/cases/[0-9][0-9]-*.sh; do
   fi
   [[ ${RK_VERBOSE:-0} == 1 ]] && sed "s/^/  $name| /" "$CASELOG/$name.log"
   # A case must not leave Pods behind for the next one.
+  api_delete_all_pods >/dev/null 2>&1
   for m in "$RK_MANIFESTS"/*.yaml; do
     [[ -e $m ]] && delete_static_pod "$(basename "$m" .yaml)" >/dev/null 2>&1
   done
 done
 wall=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-echo "realkubelet: kubelet $("$RK_KUBELET" --version 2>/dev/null | cut -d' ' -f2), $(containerd --version | cut -d' ' -f3), runc $(runc --version | head -1 | cut -d' ' -f3); node up in ${t_up}s, wall ${wall}s; logs in $OUTDIR"
+plane="standalone"
+[[ -n ${RK_REGISTERED:-} ]] && plane="registered with kube-apiserver $("$RK_APISERVER_BIN" --version 2>/dev/null | cut -d' ' -f2) + etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p') (up in ${RK_CP_SECS}s)"
+echo "realkubelet: kubelet $("$RK_KUBELET" --version 2>/dev/null | cut -d' ' -f2) $plane, $(containerd --version | cut -d' ' -f3), runc $(runc --version | head -1 | cut -d' ' -f3); node up in ${t_up}s, wall ${wall}s; logs in $OUTDIR"
 echo "$passed passed, $failed failed"
 ((failed == 0))

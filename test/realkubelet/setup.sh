@@ -1,10 +1,12 @@
 #!/bin/bash
-# Installs the Debian 12 packages the real-kubelet suite (test/realkubelet/run.sh) needs, then builds
-# the kubelet once (cached; build-kubelet.sh). Idempotent: apt runs only when a package is missing.
+# Installs the Debian 12 packages the real-kubelet suite (test/realkubelet/run.sh) needs. run.sh builds
+# the kubelet and kube-apiserver once (cached; build-kubelet.sh, build-apiserver.sh). Idempotent: apt
+# runs only when a package is missing.
 set -euo pipefail
 PACKAGES=(
   containerd runc containernetworking-plugins golang-go golang-github-modern-go-reflect2-dev
   busybox-static jq curl gcc libc6-dev iproute2 util-linux dpkg-dev
+  etcd-server openssl  # the control plane (kube-api.sh): etcd 3.4; keys and certificates
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -20,7 +22,8 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
-  # Debian starts containerd as a service on install; the suite runs its own private one.
+  # Debian starts containerd and etcd as services on install (where systemd runs); the suite runs
+  # its own private ones, in its own network namespace.
 else
   echo "realkubelet setup: all ${#PACKAGES[@]} packages installed"
 fi

@@ -39,6 +39,7 @@ collide() {  # FIRST_NAME FIRST_RES SECOND_NAME SECOND_RES
   echo "  start: kubelet sees rdma=$(ckpt_count $RDMA) rdma.shared=$(ckpt_count $SHARED) healthy"
   mkpod "$1" "$2" >"$RK_MANIFESTS/.$1.tmp"
   mkpod "$3" "$4" >"$RK_MANIFESTS/.$3.tmp"
+  cat "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/.$3.tmp" | capacity_wait_manifest
   mv "$RK_MANIFESTS/.$1.tmp" "$RK_MANIFESTS/$1.yaml"
   mv "$RK_MANIFESTS/.$3.tmp" "$RK_MANIFESTS/$3.yaml"
   local i p1 p2
