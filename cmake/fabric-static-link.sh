@@ -2,7 +2,7 @@
 # Linker launcher set by fabric_static_executable() (cmake/FabricStatic.cmake):
 #   fabric-static-link.sh deps|full <compiler> <link arguments...>
 # Rewrites each shared library named by full path (as CMake's imported targets name them)
-# into the static archive beside it, swaps gRPC for its unsecure build, drops OpenSSL, wraps
+# into the static archive beside it, swaps gRPC for its unsecure build, wraps
 # the libraries in one --start-group/--end-group (archives need their order; the shared
 # objects never did), and adds the flags that let the linker drop unreached code.
 set -eu
@@ -26,7 +26,6 @@ while [ "$i" -lt "$n" ]; do
       base=${arg##*/}
       name=${base%%.so*}
       case $name in
-        libssl | libcrypto) continue ;;                  # only gRPC's TLS wanted them
         libspdlog | libfmt) continue ;;                  # cmake/static/fmt_spdlog.cc instead
         libgrpc) name=libgrpc_unsecure ;;
         libgrpc++) name=libgrpc++_unsecure ;;
@@ -34,8 +33,9 @@ while [ "$i" -lt "$n" ]; do
       case $name in
         # libfabric's archive holds every provider and needs each provider's own
         # libraries (psm2, verbs, ...): only its shared object loads them on demand.
-        # libcurl (fabric-dra only) likewise: its archive needs OpenSSL, nghttp2,
-        # GSSAPI, LDAP...; its shared object brings its own.
+        # (libcurl is not linked at all: agent/kubeapi loads it with dlopen.)
+        # OpenSSL's archives are linked: --gc-sections keeps only what the
+        # /v1/pods TLS listener uses, and an agent without it maps none of it.
         libfabric | libibverbs | librdmacm | libcurl) keep=1 ;;
         *) keep=0 ;;
       esac

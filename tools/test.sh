@@ -108,7 +108,8 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
                 podresources_test cni_service_test http_server_test inventory_test
                 pools_integration_test pool_registry_test doctor_loopback_test
                 sampler_test observe_test observe_integration_test dra_plugin_test dra_integration_test
-                kubeapi_test kubeapi_fake_apiserver_test dra_front_test)
+                kubeapi_test kubeapi_fake_apiserver_test dra_front_test podconditions_writer_test
+                podsapi_test)
   if configure "$OUT/tsan" -O1 -DFABRIC_SANITIZE=thread && \
      cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; then
     (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \

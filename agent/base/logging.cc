@@ -11,9 +11,9 @@
 namespace fabric {
 namespace {
 
-constexpr std::array<std::string_view, 13> kNames = {
+constexpr std::array<std::string_view, 14> kNames = {
     "agent",        "discovery", "config", "plugin", "registration", "health", "metrics",
-    "podresources", "cdi",       "cni",    "sim",    "tool",         "dra"};
+    "podresources", "cdi",       "cni",    "sim",    "tool",         "dra",    "pods"};
 
 struct LogState {
   std::mutex mu;

@@ -38,6 +38,7 @@ enum class Component {
   kSim,
   kTool,
   kDra,
+  kPods,  // Pod conditions, Events and the authenticated /v1/pods
 };
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };

@@ -7,10 +7,12 @@
 #include "agent/cdi/cdi_spec.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "agent/inventory/cni_attachments.h"
+#include "agent/kubeapi/http_kube_client.h"
 #include "agent/metrics/metrics.h"
 #include "agent/netns/rdma_netlink_mnl.h"
 #include "agent/netns/unavailable_rdma_netlink.h"
 #include "agent/podprocs/proc_pod_source.h"
+#include "agent/podsapi/pods_route.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {
@@ -108,6 +110,7 @@ absl::Status Agent::Start() {
   LogInfo(Component::kDiscovery, "found {} RDMA device(s){}", inventory->devices.size(),
           inventory->rdma_cm ? "" : " (no rdma_cm)");
   if (absl::Status s = StartSampler(); !s.ok()) return s;
+  if (absl::Status s = StartPodConditions(); !s.ok()) return s;
   monitor_ = std::make_unique<HealthMonitor>(
       options_.paths, config.health, [this] { return sampler_->Latest(); },
       [this](const NodeInventory& inv, const std::map<std::string, DeviceHealth>& health) {
@@ -176,12 +179,44 @@ absl::Status Agent::Start() {
     http_ = std::make_unique<HttpServer>(h, options_.metrics_cache);
     if (absl::Status s = http_->Start(options_.metrics_address); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return StartPodsTls();
+}
+
+absl::Status Agent::StartPodsTls() {
+  if (options_.pods_tls_address.empty()) return absl::OkStatus();
+  if (!options_.observe) {
+    return absl::InvalidArgumentError("--pods-tls-address needs --observe: it serves /v1/pods");
+  }
+  if (options_.pods_tls_cert_file.empty() || options_.pods_tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--pods-tls-address needs --pods-tls-cert-file and --pods-tls-key-file");
+  }
+  auto client = kubeapi::HttpKubeClient::Create(options_.kube);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("--pods-tls-address: ", client.status().message()));
+  }
+  pods_client_ = *std::move(client);
+  pods_authorizer_ =
+      std::make_unique<podsapi::PodsAuthorizer>(pods_client_.get(), podsapi::AuthorizerOptions{});
+  podsapi::TlsServerOptions to;
+  to.address = options_.pods_tls_address;
+  to.cert_file = options_.pods_tls_cert_file;
+  to.key_file = options_.pods_tls_key_file;
+  pods_tls_ = std::make_unique<podsapi::TlsServer>(to, [this](const podsapi::TlsRequest& r) {
+    return podsapi::ServeAuthorized(r, *pods_authorizer_,
+                                    [this](const std::string& path, const std::string& query) {
+                                      return observer_->ServeHttp(path, query);
+                                    });
+  });
+  return pods_tls_->Start();
 }
 
 void Agent::Stop() {
   // First: its rounds read the registry and the holds watcher.
   if (sampler_) sampler_->Stop();
+  if (conditions_) conditions_->Stop();
+  if (pods_tls_) pods_tls_->Stop();
   if (cni_server_) cni_server_->Stop();
   if (http_) http_->Stop();
   if (inventory_) inventory_->Stop();
@@ -262,8 +297,40 @@ absl::Status Agent::StartSampler() {
       oo, [this](absl::FunctionRef<void(const sampler::SampleRing&)> read) {
         sampler_->ReadRing(read);
       });
-  sampler_->OnSample(
-      [this](const sampler::SampleRing& ring) { observer_->OnSample(ring); });
+  sampler_->OnSample([this](const sampler::SampleRing& ring) {
+    observer_->OnSample(ring);
+    if (conditions_ == nullptr) return;
+    if (std::shared_ptr<const observe::WindowResult> r = observer_->CurrentResult()) {
+      conditions_->Poke(std::move(r));
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Agent::StartPodConditions() {
+  if (!options_.pod_conditions) return absl::OkStatus();
+  if (!options_.observe) {
+    return absl::InvalidArgumentError(
+        "--pod-conditions needs --observe: the conditions come from the transport verdicts");
+  }
+  if (options_.node_name.empty()) {
+    return absl::InvalidArgumentError("--pod-conditions needs --node-name (or $NODE_NAME)");
+  }
+  auto client = kubeapi::HttpKubeClient::Create(options_.kube);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("--pod-conditions: ", client.status().message()));
+  }
+  podconditions::ControllerOptions co;
+  co.node = options_.node_name;
+  co.writer = options_.conditions;
+  conditions_ = std::make_unique<podconditions::PodConditionsController>(*std::move(client), co);
+  conditions_->Start();
+  LogInfo(Component::kPods,
+          "Pod conditions on: fabric.gpustack.ai/FabricAttached and Transport of node {}'s Pods "
+          "through {} (attach grace {})",
+          options_.node_name, options_.kube.server,
+          absl::FormatDuration(options_.conditions.attach_grace));
   return absl::OkStatus();
 }
 
@@ -311,6 +378,7 @@ std::string Agent::MetricsText() const {
   }
   std::string out = RenderMetrics(in);
   if (observer_) out += observer_->MetricsText();
+  if (conditions_) out += conditions_->MetricsText();
   if (doctor_) out += doctor_->MetricsText();
   out += side_files_->MetricsText();
   out += front_->MetricsText();

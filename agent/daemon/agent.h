@@ -38,13 +38,17 @@
 #include "agent/health/health_monitor.h"
 #include "agent/holds/holds_watcher.h"
 #include "agent/inventory/inventory.h"
+#include "agent/kubeapi/kube_config.h"
 #include "agent/metrics/http_server.h"
 #include "agent/metrics/metrics.h"
 #include "agent/model/device.h"
 #include "agent/netns/rdma_netlink.h"
 #include "agent/observe/observer.h"
+#include "agent/podconditions/controller.h"
 #include "agent/podprocs/pod_processes.h"
 #include "agent/podresources/podresources_client.h"
+#include "agent/podsapi/authorizer.h"
+#include "agent/podsapi/tls_server.h"
 #include "agent/pools/pool_device_resolver.h"
 #include "agent/pools/pool_registry.h"
 #include "agent/restrack/rdma_resources.h"
@@ -91,6 +95,18 @@ struct AgentOptions {
   // "<containerd|cri-o>=<dir>": where the runtimes keep containers' OCI
   // configs (Pod and container names); empty: their default locations.
   std::vector<std::string> runtime_state_dirs;
+  // --pod-conditions (needs observe): keep the fabric.gpustack.ai/ conditions
+  // and Events of this node's Pods in the API server (agent/podconditions),
+  // through `kube` as `node_name`. The writer's timing is in `conditions`.
+  bool pod_conditions = false;
+  std::string node_name;
+  kubeapi::KubeConfig kube;
+  podconditions::WriterOptions conditions;
+  // /v1/pods over TLS (needs observe): "host:port", and the PEM files the
+  // chart mounts from a Secret; each request's token and access are reviewed
+  // through `kube`. Empty: /v1/pods only on the plain port, to loopback.
+  std::string pods_tls_address;
+  std::string pods_tls_cert_file, pods_tls_key_file;
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;
@@ -144,6 +160,7 @@ class Agent {
   std::string NodeJson() const;
   std::string PeersJson() const;  // the doctor's /v1/peers
   int metrics_port() const { return http_ ? http_->port() : 0; }
+  int pods_tls_port() const { return pods_tls_ ? pods_tls_->port() : 0; }
 
   NodeView node() const { return registry_->node(); }
   std::vector<PodDeviceHold> holds() const { return registry_->holds(); }
@@ -168,6 +185,8 @@ class Agent {
   absl::Status ApplyConfig(const Config& config);
   status::StatusInput StatusNow() const;
   absl::Status StartSampler();
+  absl::Status StartPodConditions();
+  absl::Status StartPodsTls();
   // What the sampler records each round: every hold with its pool's mode.
   std::vector<sampler::Grant> Grants() const;
   void ReconcileCniIfDue();
@@ -197,6 +216,12 @@ class Agent {
   // The transport verdicts (/v1/pods, fabric_pod_transport): fed by the
   // sampler's hook, so it outlives the sampler.
   std::unique_ptr<observe::TransportObserver> observer_;
+  // --pod-conditions: poked from the sampler's hook, so it outlives the sampler.
+  std::unique_ptr<podconditions::PodConditionsController> conditions_;
+  // --pods-tls-address: the reviews' client, the authorizer and the listener.
+  std::unique_ptr<kubeapi::KubeClient> pods_client_;
+  std::unique_ptr<podsapi::PodsAuthorizer> pods_authorizer_;
+  std::unique_ptr<podsapi::TlsServer> pods_tls_;
   // Declared after everything its callbacks read: destroyed (stopped) first.
   std::unique_ptr<sampler::Sampler> sampler_;
 };

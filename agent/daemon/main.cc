@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "agent/base/command_line.h"
 #include "agent/base/file_util.h"
 #include "agent/base/host_paths.h"
@@ -20,10 +21,10 @@
 #include "agent/base/memlock_limit.h"
 #include "agent/daemon/agent_runner.h"
 #include "agent/doctor/doctor.h"
-#ifdef FABRIC_DRA
-#include "agent/dra_front/dra_front.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "agent/kubeapi/kube_config.h"
+#ifdef FABRIC_DRA
+#include "agent/dra_front/dra_front.h"
 #endif
 
 ABSL_FLAG(std::string, config, "",
@@ -85,19 +86,96 @@ ABSL_FLAG(std::vector<std::string>, runtime_state_dir, {},
 ABSL_FLAG(std::string, nfd_features_file, "",
           "Write Node Feature Discovery labels to this file (features.d); empty: off");
 
-#ifdef FABRIC_DRA
+ABSL_FLAG(bool, pod_conditions, false,
+          "Keep the fabric.gpustack.ai/FabricAttached and Transport conditions, and Events, on "
+          "this node's Pods in the API server (needs --observe; docs/observe.md)");
+ABSL_FLAG(std::string, pod_attach_grace, "60s",
+          "--pod-conditions: how long a granted container may run without a QP before "
+          "FabricAttached turns False (a Pod's fabric.gpustack.ai/attach-grace overrides it)");
+ABSL_FLAG(std::string, pods_tls_address, "",
+          "Serve /v1/pods over TLS here (e.g. 0.0.0.0:9437), each request's bearer token and "
+          "access reviewed by the API server (TokenReview, SubjectAccessReview); needs "
+          "--observe. Empty: /v1/pods only on --metrics-address, to loopback clients");
+ABSL_FLAG(std::string, pods_tls_cert_file, "", "PEM certificate (chain) for --pods-tls-address");
+ABSL_FLAG(std::string, pods_tls_key_file, "", "PEM private key for --pods-tls-address");
 ABSL_FLAG(std::string, node_name, "",
-          "This node's name (the DRA pool and the ResourceSlices' spec.nodeName); empty: "
-          "$NODE_NAME");
+          "This node's name (DRA: the pool and the ResourceSlices' spec.nodeName; "
+          "--pod-conditions: whose Pods to watch); empty: $NODE_NAME");
 ABSL_FLAG(std::string, kube_api_server, "",
           "API server URL (https://HOST:PORT); empty: in-cluster (KUBERNETES_SERVICE_HOST/PORT, "
           "the ServiceAccount token and CA)");
 ABSL_FLAG(std::string, kube_token_file, "", "Bearer token file (with --kube-api-server)");
 ABSL_FLAG(std::string, kube_ca_file, "", "CA bundle of the API server (with --kube-api-server)");
+
+#ifdef FABRIC_DRA
 ABSL_FLAG(bool, dra_taint_unhealthy, false,
           "Also taint unhealthy devices in the ResourceSlices (NoSchedule; needs the "
           "DRADeviceTaints feature gate)");
 #endif
+
+namespace {
+
+std::string NodeName() {
+  std::string node = absl::GetFlag(FLAGS_node_name);
+  if (node.empty() && std::getenv("NODE_NAME") != nullptr) node = std::getenv("NODE_NAME");
+  return node;
+}
+
+absl::StatusOr<fabric::kubeapi::KubeConfig> KubeConfigFromFlags(const char* user_agent) {
+  absl::StatusOr<fabric::kubeapi::KubeConfig> kube =
+      absl::GetFlag(FLAGS_kube_api_server).empty()
+          ? fabric::kubeapi::InClusterConfig({.env = fabric::kubeapi::ProcessKubeEnv()})
+          : fabric::kubeapi::ExplicitConfig(absl::GetFlag(FLAGS_kube_api_server),
+                                            absl::GetFlag(FLAGS_kube_token_file),
+                                            absl::GetFlag(FLAGS_kube_ca_file), false);
+  if (kube.ok()) kube->user_agent = user_agent;
+  return kube;
+}
+
+// --pod-conditions and --pods-tls-*: their checks and the API server they
+// talk to. 0, or the exit code after a message.
+int ApplyApiServerFlags(fabric::AgentOptions& opts) {
+  opts.pod_conditions = absl::GetFlag(FLAGS_pod_conditions);
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_pod_attach_grace), &opts.conditions.attach_grace) ||
+      opts.conditions.attach_grace < absl::ZeroDuration()) {
+    std::fprintf(stderr, "fabric-agent: --pod-attach-grace: '%s' is not a duration like 60s\n",
+                 absl::GetFlag(FLAGS_pod_attach_grace).c_str());
+    return 2;
+  }
+  opts.pods_tls_address = absl::GetFlag(FLAGS_pods_tls_address);
+  opts.pods_tls_cert_file = absl::GetFlag(FLAGS_pods_tls_cert_file);
+  opts.pods_tls_key_file = absl::GetFlag(FLAGS_pods_tls_key_file);
+  if (opts.pod_conditions) {
+    opts.node_name = NodeName();
+    if (!opts.observe || opts.node_name.empty()) {
+      std::fprintf(stderr,
+                   "fabric-agent: --pod-conditions needs --observe and --node-name (or "
+                   "$NODE_NAME)\n");
+      return 2;
+    }
+  }
+  if (!opts.pods_tls_address.empty() &&
+      (!opts.observe || opts.pods_tls_cert_file.empty() || opts.pods_tls_key_file.empty())) {
+    std::fprintf(stderr,
+                 "fabric-agent: --pods-tls-address needs --observe, --pods-tls-cert-file and "
+                 "--pods-tls-key-file\n");
+    return 2;
+  }
+  if (opts.pod_conditions || !opts.pods_tls_address.empty()) {
+    auto kube = KubeConfigFromFlags("fabric-agent");
+    if (!kube.ok()) {
+      std::fprintf(stderr,
+                   "fabric-agent: the API server (for --pod-conditions or --pods-tls-address): "
+                   "%s\n",
+                   std::string(kube.status().message()).c_str());
+      return 2;
+    }
+    opts.kube = *std::move(kube);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // One malloc arena, set before any thread exists. glibc gives each thread
@@ -162,6 +240,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.runtime_state_dirs = absl::GetFlag(FLAGS_runtime_state_dir);
+  if (int rc = ApplyApiServerFlags(opts); rc != 0) return rc;
   opts.doctor.enabled = absl::GetFlag(FLAGS_doctor);
   opts.doctor.peers = absl::GetFlag(FLAGS_doctor_peers);
   opts.doctor.provider = absl::GetFlag(FLAGS_doctor_provider);
@@ -200,23 +279,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fabric-dra: --cdi-dir must not be empty: prepare answers CDI names\n");
     return 2;
   }
-  std::string node = absl::GetFlag(FLAGS_node_name);
-  if (node.empty() && std::getenv("NODE_NAME") != nullptr) node = std::getenv("NODE_NAME");
+  const std::string node = NodeName();
   if (node.empty()) {
     std::fprintf(stderr, "fabric-dra: --node-name (or $NODE_NAME) is required\n");
     return 2;
   }
-  absl::StatusOr<fabric::kubeapi::KubeConfig> kube =
-      absl::GetFlag(FLAGS_kube_api_server).empty()
-          ? fabric::kubeapi::InClusterConfig({.env = fabric::kubeapi::ProcessKubeEnv()})
-          : fabric::kubeapi::ExplicitConfig(absl::GetFlag(FLAGS_kube_api_server),
-                                            absl::GetFlag(FLAGS_kube_token_file),
-                                            absl::GetFlag(FLAGS_kube_ca_file), false);
+  absl::StatusOr<fabric::kubeapi::KubeConfig> kube = KubeConfigFromFlags("fabric-dra");
   if (!kube.ok()) {
     std::fprintf(stderr, "fabric-dra: %s\n", std::string(kube.status().message()).c_str());
     return 2;
   }
-  kube->user_agent = "fabric-dra";
   absl::StatusOr<std::unique_ptr<fabric::kubeapi::HttpKubeClient>> client =
       fabric::kubeapi::HttpKubeClient::Create(*kube);
   if (!client.ok()) {

@@ -1,13 +1,12 @@
 #include "agent/kubeapi/http_kube_client.h"
 
-#include <curl/curl.h>
-
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/json_text.h"
 #include "agent/base/utf8.h"
 #include "agent/kubeapi/api_status.h"
+#include "agent/kubeapi/curl_library.h"
 #include "agent/kubeapi/watch_stream.h"
 
 namespace fabric::kubeapi {
@@ -19,26 +18,17 @@ constexpr size_t kMaxWatchErrorBodyBytes = 1 << 20;
 // this slack the server should have ended it, so the client does.
 constexpr absl::Duration kWatchDeadlineSlack = absl::Seconds(30);
 
-absl::Status CurlGlobalInit() {
-  static absl::Status* status = [] {
-    const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    return new absl::Status(rc == CURLE_OK ? absl::OkStatus()
-                                           : absl::InternalError(absl::StrCat(
-                                                 "curl_global_init: ", curl_easy_strerror(rc))));
-  }();
-  return *status;
-}
-
 bool Is2xx(long code) { return code >= 200 && code <= 299; }
 
 }  // namespace
 
 struct HttpKubeClient::Handle {
+  const CurlApi* curl = nullptr;
   CURL* easy = nullptr;
   CURLM* multi = nullptr;
   ~Handle() {
-    if (multi != nullptr) curl_multi_cleanup(multi);
-    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (multi != nullptr) curl->multi_cleanup(multi);
+    if (easy != nullptr) curl->easy_cleanup(easy);
   }
 };
 
@@ -56,6 +46,7 @@ struct HttpKubeClient::Call {
   absl::Status stream_status;
   bool stopped_by_handler = false;
   // Per attempt.
+  const CurlApi* curl = nullptr;
   CURL* easy = nullptr;
   std::string buffer;
   size_t max_body = kMaxBodyBytes;
@@ -69,7 +60,7 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
   const size_t len = size * n;
   if (call->on_line != nullptr) {
     long code = 0;
-    curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &code);
+    call->curl->easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code == 200) {
       absl::Status st = call->splitter->Feed(absl::string_view(data, len), *call->on_line);
       if (!st.ok()) {
@@ -93,16 +84,17 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-HttpKubeClient::HttpKubeClient(KubeConfig config) : config_(std::move(config)) {
+HttpKubeClient::HttpKubeClient(KubeConfig config, const CurlApi* curl)
+    : config_(std::move(config)), curl_(curl) {
   if (!config_.token_file.empty()) token_.emplace(config_.token_file);
 }
 
 HttpKubeClient::~HttpKubeClient() = default;
 
 absl::StatusOr<std::unique_ptr<HttpKubeClient>> HttpKubeClient::Create(KubeConfig config) {
-  auto st = CurlGlobalInit();
-  if (!st.ok()) return st;
-  return std::unique_ptr<HttpKubeClient>(new HttpKubeClient(std::move(config)));
+  auto curl = LoadCurl();
+  if (!curl.ok()) return curl.status();
+  return std::unique_ptr<HttpKubeClient>(new HttpKubeClient(std::move(config), *curl));
 }
 
 std::unique_ptr<HttpKubeClient::Handle> HttpKubeClient::TakeHandle() {
@@ -115,8 +107,9 @@ std::unique_ptr<HttpKubeClient::Handle> HttpKubeClient::TakeHandle() {
     }
   }
   auto h = std::make_unique<Handle>();
-  h->easy = curl_easy_init();
-  h->multi = curl_multi_init();
+  h->curl = curl_;
+  h->easy = curl_->easy_init();
+  h->multi = curl_->multi_init();
   if (h->easy == nullptr || h->multi == nullptr) return nullptr;
   return h;
 }
@@ -128,17 +121,17 @@ void HttpKubeClient::ReturnHandle(std::unique_ptr<Handle> h) {
 }
 
 std::string HttpKubeClient::Escape(absl::string_view s) {
-  char* e = curl_easy_escape(nullptr, s.data(), static_cast<int>(s.size()));
+  char* e = curl_->easy_escape(nullptr, s.data(), static_cast<int>(s.size()));
   std::string out = e != nullptr ? e : "";
-  curl_free(e);
+  curl_->free(e);
   return out;
 }
 
 // The one mapping of transport failures (before any HTTP answer).
-static absl::Status StatusFromCurl(CURLcode rc, const char* errbuf, const std::string& what,
-                                   const KubeConfig& config) {
+static absl::Status StatusFromCurl(const CurlApi& curl, CURLcode rc, const char* errbuf,
+                                   const std::string& what, const KubeConfig& config) {
   const std::string detail =
-      SanitizeServerText(errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc), 300);
+      SanitizeServerText(errbuf[0] != '\0' ? errbuf : curl.easy_strerror(rc), 300);
   const std::string ca =
       config.ca_file.empty() ? "the system's CAs" : absl::StrCat("CA file ", config.ca_file);
   switch (rc) {
@@ -167,7 +160,8 @@ absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::PerformOnce(Call& call,
   if (h == nullptr)
     return absl::InternalError(absl::StrCat(call.what, ": curl handle allocation failed"));
   CURL* e = h->easy;
-  curl_easy_reset(e);
+  curl_->easy_reset(e);
+  call.curl = curl_;
   call.easy = e;
   call.buffer.clear();
   call.too_big = false;
@@ -175,53 +169,55 @@ absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::PerformOnce(Call& call,
 
   char errbuf[CURL_ERROR_SIZE] = {0};
   const std::string url = config_.server + call.url_path;
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(call.timeout)));
-  curl_easy_setopt(e, CURLOPT_USERAGENT, config_.user_agent.c_str());
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnData);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &call);
+  curl_->easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_->easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+  curl_->easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_->easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http");
+  curl_->easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
+  curl_->easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(call.timeout)));
+  curl_->easy_setopt(e, CURLOPT_USERAGENT, config_.user_agent.c_str());
+  curl_->easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnData);
+  curl_->easy_setopt(e, CURLOPT_WRITEDATA, &call);
   if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   } else {
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!config_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, config_.ca_file.c_str());
+    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!config_.ca_file.empty()) curl_->easy_setopt(e, CURLOPT_CAINFO, config_.ca_file.c_str());
   }
   if (absl::string_view(call.method) != "GET")
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, call.method);
+    curl_->easy_setopt(e, CURLOPT_CUSTOMREQUEST, call.method);
   if (call.body != nullptr) {
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, call.body->data());
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body->size()));
+    curl_->easy_setopt(e, CURLOPT_POSTFIELDS, call.body->data());
+    curl_->easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body->size()));
   }
   struct curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  headers = curl_->slist_append(headers, "Accept: application/json");
+  headers = curl_->slist_append(headers, "Expect:");  // no 100-continue round trip
   if (call.content_type != nullptr) {
-    headers = curl_slist_append(headers, absl::StrCat("Content-Type: ", call.content_type).c_str());
+    headers =
+        curl_->slist_append(headers, absl::StrCat("Content-Type: ", call.content_type).c_str());
   }
   if (!token.empty()) {
-    headers = curl_slist_append(headers, absl::StrCat("Authorization: Bearer ", token).c_str());
+    headers = curl_->slist_append(headers, absl::StrCat("Authorization: Bearer ", token).c_str());
   }
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  curl_->easy_setopt(e, CURLOPT_HTTPHEADER, headers);
 
   bool cancelled = false;
   CURLcode rc = CURLE_OK;
-  curl_multi_add_handle(h->multi, e);
+  curl_->multi_add_handle(h->multi, e);
   {
     CURLM* multi = h->multi;
-    Canceller::WakerGuard guard(call.cancel, [multi] { curl_multi_wakeup(multi); });
+    const CurlApi* curl = curl_;
+    Canceller::WakerGuard guard(call.cancel, [multi, curl] { curl->multi_wakeup(multi); });
     int running = 1;
     while (true) {
-      if (curl_multi_perform(h->multi, &running) != CURLM_OK) {
+      if (curl_->multi_perform(h->multi, &running) != CURLM_OK) {
         rc = CURLE_RECV_ERROR;
         break;
       }
@@ -230,18 +226,18 @@ absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::PerformOnce(Call& call,
         cancelled = true;
         break;
       }
-      curl_multi_poll(h->multi, nullptr, 0, 1000, nullptr);
+      curl_->multi_poll(h->multi, nullptr, 0, 1000, nullptr);
     }
     int queued = 0;
-    while (CURLMsg* msg = curl_multi_info_read(h->multi, &queued)) {
+    while (CURLMsg* msg = curl_->multi_info_read(h->multi, &queued)) {
       if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) rc = msg->data.result;
     }
   }
   long code = 0;
-  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-  curl_multi_remove_handle(h->multi, e);
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
-  curl_slist_free_all(headers);
+  curl_->easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+  curl_->multi_remove_handle(h->multi, e);
+  curl_->easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
+  curl_->slist_free_all(headers);
   ReturnHandle(std::move(h));
 
   if (cancelled) return absl::CancelledError(absl::StrCat(call.what, ": cancelled"));
@@ -254,7 +250,7 @@ absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::PerformOnce(Call& call,
     return absl::ResourceExhaustedError(absl::StrCat(
         call.what, ": the API server's answer is larger than ", call.max_body, " bytes"));
   }
-  if (rc != CURLE_OK) return StatusFromCurl(rc, errbuf, call.what, config_);
+  if (rc != CURLE_OK) return StatusFromCurl(*curl_, rc, errbuf, call.what, config_);
   return Response{code, std::move(call.buffer)};
 }
 
@@ -388,6 +384,12 @@ absl::StatusOr<nlohmann::json> HttpKubeClient::Apply(absl::string_view object_pa
   std::string query = absl::StrCat("fieldManager=", Escape(field_manager));
   if (force) query += "&force=true";
   return JsonCall("apply", "PATCH", object_path, query, &body, "application/apply-patch+yaml");
+}
+
+absl::StatusOr<nlohmann::json> HttpKubeClient::Patch(absl::string_view object_path,
+                                                     const nlohmann::json& patch, PatchType type) {
+  const std::string body = DumpJson(patch);
+  return JsonCall("patch", "PATCH", object_path, "", &body, PatchContentType(type));
 }
 
 absl::Status HttpKubeClient::StreamWatch(absl::string_view collection_path,

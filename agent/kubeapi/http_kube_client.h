@@ -1,7 +1,7 @@
-// KubeClient over libcurl (OpenSSL): HTTPS verified against the config's CA,
-// the bearer token re-read on rotation (and once more after a 401), JSON
-// bodies, per-call timeouts. Thread-safe: concurrent calls use separate
-// pooled handles, each keeping its connection alive for the next call.
+// KubeClient over libcurl (OpenSSL; loaded with dlopen, curl_library.h): HTTPS verified against the
+// config's CA, the bearer token re-read on rotation (and once more after a 401), JSON bodies,
+// per-call timeouts. Thread-safe: concurrent calls use separate pooled handles, each keeping its
+// connection alive for the next call.
 #ifndef FABRIC_AGENT_KUBEAPI_HTTP_KUBE_CLIENT_H_
 #define FABRIC_AGENT_KUBEAPI_HTTP_KUBE_CLIENT_H_
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/kubeapi/curl_library.h"
 #include "agent/kubeapi/kube_client.h"
 #include "agent/kubeapi/kube_config.h"
 
@@ -18,7 +19,7 @@ namespace fabric::kubeapi {
 
 class HttpKubeClient : public KubeClient {
  public:
-  // Fails if libcurl cannot be initialised.
+  // Fails if libcurl cannot be loaded (curl_library.h) or initialised.
   static absl::StatusOr<std::unique_ptr<HttpKubeClient>> Create(KubeConfig config);
   ~HttpKubeClient() override;
 
@@ -30,6 +31,8 @@ class HttpKubeClient : public KubeClient {
   absl::StatusOr<nlohmann::json> Update(absl::string_view object_path,
                                         const nlohmann::json& object) override;
   absl::Status Delete(absl::string_view object_path, const DeleteOptions& options) override;
+  absl::StatusOr<nlohmann::json> Patch(absl::string_view object_path, const nlohmann::json& patch,
+                                       PatchType type) override;
   absl::StatusOr<nlohmann::json> Apply(absl::string_view object_path, const nlohmann::json& object,
                                        absl::string_view field_manager, bool force = true) override;
   absl::Status StreamWatch(absl::string_view collection_path, const WatchRequest& request,
@@ -42,7 +45,7 @@ class HttpKubeClient : public KubeClient {
 
  private:
   struct Handle;  // a curl easy handle with its own multi handle
-  explicit HttpKubeClient(KubeConfig config);
+  HttpKubeClient(KubeConfig config, const CurlApi* curl);
 
   // Runs one request; the body is kept whole, or (for watches) streamed.
   struct Response {
@@ -60,6 +63,7 @@ class HttpKubeClient : public KubeClient {
   std::string Escape(absl::string_view s);
 
   const KubeConfig config_;
+  const CurlApi* const curl_;
   std::optional<TokenFile> token_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Handle>> pool_;

@@ -26,10 +26,9 @@
 #include "agent/kubeapi/watch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/fake_apiserver_process.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/test_dirs.h"
-
-extern char** environ;
 
 namespace fabric::kubeapi {
 namespace {
@@ -41,16 +40,6 @@ using json = nlohmann::json;
 
 constexpr char kSlices[] = "/apis/resource.k8s.io/v1/resourceslices";
 constexpr char kDriver[] = "fabric.gpustack.ai";
-
-bool OnPath(const std::string& exe) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
 
 void WriteFile(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
@@ -87,100 +76,7 @@ DeleteOptions WithUid(const std::string& uid) {
   return o;
 }
 
-// One python3 fake-apiserver process.
-class FakeApiServer {
- public:
-  FakeApiServer(const std::string& dir, std::vector<std::string> extra)
-      : dir_(dir), extra_(std::move(extra)) {}
-  ~FakeApiServer() { Kill(SIGTERM); }
-
-  // Starts it (on `port`, 0 = any) and waits for its port file.
-  bool Start(int port = 0) {
-    const std::string port_file = dir_ + "/port";
-    unlink(port_file.c_str());
-    std::vector<std::string> args = {"python3",
-                                     FABRIC_FAKE_APISERVER,
-                                     "--port",
-                                     std::to_string(port),
-                                     "--port-file",
-                                     port_file,
-                                     "--cert",
-                                     dir_ + "/server.crt",
-                                     "--key",
-                                     dir_ + "/server.key",
-                                     "--tokens",
-                                     dir_ + "/tokens.json",
-                                     "--bookmark-interval",
-                                     "0.2"};
-    args.insert(args.end(), extra_.begin(), extra_.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawnp(&pid_, "python3", nullptr, nullptr, argv.data(), environ) != 0) return false;
-    for (int i = 0; i < 600; ++i) {
-      std::ifstream f(port_file);
-      if (f >> port_) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    int st;
-    for (int i = 0; i < 100 && waitpid(pid_, &st, WNOHANG) == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (waitpid(pid_, &st, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &st, 0);
-    }
-    pid_ = -1;
-  }
-  int port() const { return port_; }
-  std::string url() const { return absl::StrCat("https://127.0.0.1:", port_); }
-
-  // The control API (no auth): method, path -> (code, body).
-  std::pair<long, json> Control(const std::string& method, const std::string& path,
-                                const json& body = nullptr) {
-    return ControlRaw(method, path, body.is_null() ? "" : body.dump());
-  }
-  std::pair<long, json> ControlRaw(const std::string& method, const std::string& path,
-                                   const std::string& payload) {
-    CURL* c = curl_easy_init();
-    std::string out;
-    const std::string url = this->url() + path;
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_CAINFO, (dir_ + "/server.crt").c_str());
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-    if (!payload.empty()) curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload.c_str());
-    curl_easy_setopt(
-        c, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) {
-          static_cast<std::string*>(u)->append(p, s * n);
-          return s * n;
-        });
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
-    return {code, json::parse(out, nullptr, false)};
-  }
-  std::vector<json> Log() {
-    auto [code, body] = Control("GET", "/fake/log");
-    std::vector<json> out;
-    if (code == 200) {
-      for (auto& r : body["requests"]) out.push_back(r);
-    }
-    return out;
-  }
-
- private:
-  std::string dir_;
-  std::vector<std::string> extra_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
+using fabric::testing::FakeApiServer;
 
 class Recorder : public WatchHandler {
  public:
@@ -243,7 +139,7 @@ class RunningWatch {
 class KubeApiFakeServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!OnPath("python3") || !OnPath("openssl"))
+    if (!fabric::testing::FakeApiServerAvailable())
       GTEST_SKIP() << "python3 or openssl is not installed";
     const std::string d = dir_.path();
     for (const char* name : {"server", "other"}) {

@@ -37,4 +37,16 @@ Canceller::WakerGuard::~WakerGuard() {
   c_->waker_ = nullptr;
 }
 
+const char* PatchContentType(PatchType type) {
+  switch (type) {
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+  }
+  return "application/merge-patch+json";
+}
+
 }  // namespace fabric::kubeapi

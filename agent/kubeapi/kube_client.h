@@ -81,6 +81,12 @@ struct WatchRequest {
   size_t max_line_bytes = 16 << 20;
 };
 
+// PATCH bodies: a strategic-merge patch (lists merged by their key, as the
+// kubelet patches pods/status), a JSON merge patch (RFC 7386), or a JSON
+// patch (RFC 6902).
+enum class PatchType { kStrategicMerge, kMerge, kJson };
+const char* PatchContentType(PatchType type);
+
 // One raw line of a watch stream (without its newline). Returning false ends
 // the stream early (the call then returns OK).
 using WatchLineHandler = std::function<bool(absl::string_view line)>;
@@ -103,6 +109,10 @@ class KubeClient {
   virtual absl::StatusOr<nlohmann::json> Update(absl::string_view object_path,
                                                 const nlohmann::json& object) = 0;
   virtual absl::Status Delete(absl::string_view object_path, const DeleteOptions& options) = 0;
+  // PATCH `object_path` (which may end in a subresource, /status) with
+  // `patch`; the answer is the object after it.
+  virtual absl::StatusOr<nlohmann::json> Patch(absl::string_view object_path,
+                                               const nlohmann::json& patch, PatchType type) = 0;
   // Server-side apply (create or update) as `field_manager`, forcing
   // ownership conflicts when `force`.
   virtual absl::StatusOr<nlohmann::json> Apply(absl::string_view object_path,

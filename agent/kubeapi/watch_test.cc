@@ -59,6 +59,10 @@ class ScriptedClient : public KubeClient {
   absl::Status Delete(absl::string_view, const DeleteOptions&) override {
     return absl::UnimplementedError("");
   }
+  absl::StatusOr<nlohmann::json> Patch(absl::string_view, const nlohmann::json&,
+                                       PatchType) override {
+    return absl::UnimplementedError("");
+  }
   absl::StatusOr<nlohmann::json> Apply(absl::string_view, const nlohmann::json&, absl::string_view,
                                        bool) override {
     return absl::UnimplementedError("");

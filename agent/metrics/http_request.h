@@ -17,10 +17,13 @@ struct HttpRequestHead {
   bool head_only = false;  // HEAD: answer without the body
   std::string path;        // the request target up to '?' (status 0 only)
   std::string query;       // after the first '?', "" without one (status 0 only)
+  // The token of an "Authorization: Bearer <token>" header (the last one
+  // wins), "" without one; the only header read (the TLS /v1/pods).
+  std::string bearer_token;
 };
 
-// `head`: the request head without its final "\r\n\r\n" (more bytes after
-// the request line are ignored: the server reads no header).
+// `head`: the request head without its final "\r\n\r\n". Of the header
+// lines only Authorization is read.
 HttpRequestHead ParseRequestHead(absl::string_view head);
 
 }  // namespace fabric

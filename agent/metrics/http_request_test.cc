@@ -40,5 +40,16 @@ TEST(ParseRequestHeadTest, AnythingElseIs400) {
   }
 }
 
+TEST(ParseRequestHeadTest, ReadsTheBearerTokenOnly) {
+  HttpRequestHead r = ParseRequestHead(
+      "GET /v1/pods HTTP/1.1\r\nHost: x\r\nauthorization:   Bearer  abc.def-1  \r\nX: y");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.bearer_token, "abc.def-1");
+  EXPECT_EQ(ParseRequestHead("GET / HTTP/1.1\r\nAuthorization: Basic dTpw").bearer_token, "");
+  EXPECT_EQ(ParseRequestHead("GET / HTTP/1.1\r\nAuthorization: Bearer").bearer_token, "");
+  EXPECT_EQ(ParseRequestHead("GET / HTTP/1.1\r\nX-Authorization: Bearer t").bearer_token, "");
+  EXPECT_EQ(ParseRequestHead("GET / HTTP/1.1").bearer_token, "");
+}
+
 }  // namespace
 }  // namespace fabric

@@ -38,6 +38,8 @@ const char* StatusText(int status) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -50,6 +52,25 @@ const char* StatusText(int status) {
       return "Service Unavailable";
   }
   return "Error";
+}
+
+// /v1/pods names every Pod, its processes and traffic: on this plain port it
+// is answered to the node's own loopback clients only; others get it over TLS
+// with a token (agent/podsapi).
+constexpr char kPodsLoopbackOnly[] =
+    "{\"error\": \"/v1/pods is served on this port to loopback clients only; use the agent's "
+    "TLS port (--pods-tls-address) with a ServiceAccount token\"}\n";
+
+bool IsLoopback(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a.ss_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return a.ss_family == AF_UNIX;
 }
 
 std::shared_ptr<const std::string> Body(std::string s) {
@@ -90,6 +111,7 @@ struct HttpServer::Conn {
   State state = kReading;
   Clock::time_point deadline;
   bool head_only = false;
+  bool loopback = false;  // the peer is on this host's loopback
   std::string in;
   std::string head;
   std::shared_ptr<const std::string> body;
@@ -394,7 +416,11 @@ void HttpServer::Loop() {
     } else if (path == "/v1/peers" && handlers_.peers_json) {
       serve_view(id, c, kPeers);
     } else if (handlers_.pods && (path == "/v1/pods" || absl::StartsWith(path, "/v1/pods/"))) {
-      serve_pods(id, c, path, req.query);
+      if (c.loopback) {
+        serve_pods(id, c, path, req.query);
+      } else {
+        respond(c, 403, "application/json", Body(kPodsLoopbackOnly));
+      }
     } else {
       respond(c, 404, kText, Body("not found\n"));
     }
@@ -419,7 +445,10 @@ void HttpServer::Loop() {
   };
   auto accept_all = [&] {
     while (true) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage peer{};
+      socklen_t peer_len = sizeof(peer);
+      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
       if (static_cast<int>(conns.size()) >= options_.max_connections) {
         // Make room: the oldest connection that has not sent its request yet,
@@ -436,6 +465,7 @@ void HttpServer::Loop() {
       const uint64_t id = next_id++;
       Conn& c = conns[id];
       c.fd = fd;
+      c.loopback = IsLoopback(peer);
       c.deadline = Clock::now() + absl::ToChronoNanoseconds(options_.read_timeout);
       // A probe's request is usually there already: answer it now.
       if (!read_some(id, c)) close_conn(conns.find(id));

@@ -64,8 +64,10 @@ struct HttpHandlers {
   // Observed transport (--observe): GET /v1/pods and /v1/pods/{ns}/{pod},
   // given the path and the query (after '?', "" without one). Rendered on
   // the worker, never cached by the server (the observer keeps its own);
-  // concurrent requests for the same path and query share one call. Unset:
-  // no such route.
+  // concurrent requests for the same path and query share one call. Answered
+  // to loopback peers only: any other gets 403 (JSON), since this port has
+  // neither TLS nor authentication (agent/podsapi serves it with both).
+  // Unset: no such route.
   std::function<HttpAnswer(const std::string& path, const std::string& query)> pods;
 };
 

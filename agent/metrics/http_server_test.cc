@@ -1,6 +1,7 @@
 #include "agent/metrics/http_server.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,7 +26,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
-int Connect(int port, int rcv_timeout_ms = 3000) {
+int Connect(int port, int rcv_timeout_ms = 3000, const char* host = "127.0.0.1") {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   timeval tv{rcv_timeout_ms / 1000, (rcv_timeout_ms % 1000) * 1000};
@@ -34,7 +35,7 @@ int Connect(int port, int rcv_timeout_ms = 3000) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, host, &a.sin_addr);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     ::close(fd);
     return -1;
@@ -49,9 +50,9 @@ struct Reply {
 
 // One request the way a kubelet probe sends it, answered within `timeout_ms`.
 Reply Get(int port, const std::string& path, int timeout_ms = 3000,
-          const std::string& method = "GET") {
+          const std::string& method = "GET", const char* host = "127.0.0.1") {
   Reply r;
-  int fd = Connect(port, timeout_ms);
+  int fd = Connect(port, timeout_ms, host);
   if (fd < 0) return r;
   const std::string req = method + " " + path +
                           " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.30\r\n"
@@ -76,7 +77,8 @@ Reply Get(int port, const std::string& path, int timeout_ms = 3000,
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void StartServer(HttpServerOptions opts = {}, absl::Duration cache = absl::Seconds(1)) {
+  void StartServer(HttpServerOptions opts = {}, absl::Duration cache = absl::Seconds(1),
+                   const std::string& address = "127.0.0.1:0") {
     HttpHandlers h;
     h.metrics = [this] {
       renders_++;
@@ -116,7 +118,7 @@ class HttpServerTest : public ::testing::Test {
       };
     }
     server_ = std::make_unique<HttpServer>(h, cache, opts);
-    ASSERT_OK(server_->Start("127.0.0.1:0"));
+    ASSERT_OK(server_->Start(address));
     port_ = server_->port();
     ASSERT_GT(port_, 0);
   }
@@ -390,6 +392,37 @@ TEST_F(HttpServerTest, PodsRouteHandsPathAndQueryToItsHandler) {
   EXPECT_THAT(pod_calls_,
               ::testing::ElementsAre("/v1/pods/ml/member-0|window=60s", "/v1/pods|", "/v1/pods|",
                                      "/v1/pods/ml/gone|", "/v1/pods|window=1s", "/v1/pods|"));
+}
+
+// An IPv4 address of this host that is not loopback ("" when there is none).
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string out;
+  for (ifaddrs* i = list; i != nullptr && out.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr a = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    if ((ntohl(a.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    out = ::inet_ntop(AF_INET, &a, text, sizeof(text));
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+TEST_F(HttpServerTest, PodsAreServedToLoopbackClientsOnly) {
+  const std::string ip = NonLoopbackAddress();
+  if (ip.empty()) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+  StartServer({}, absl::Seconds(1), "0.0.0.0:0");
+  Reply remote = Get(port_, "/v1/pods/ml/member-0", 3000, "GET", ip.c_str());
+  EXPECT_EQ(remote.status, 403);
+  EXPECT_THAT(remote.head, HasSubstr("Content-Type: application/json"));
+  EXPECT_THAT(remote.body, HasSubstr("loopback clients only"));
+  EXPECT_EQ(Get(port_, "/metrics", 3000, "GET", ip.c_str()).status, 200);  // unchanged
+  EXPECT_EQ(Get(port_, "/healthz", 3000, "GET", ip.c_str()).status, 200);
+  EXPECT_EQ(Get(port_, "/v1/pods/ml/member-0").status, 200);  // loopback
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_THAT(pod_calls_, ::testing::ElementsAre("/v1/pods/ml/member-0|"));
 }
 
 TEST_F(HttpServerTest, PodsRequestsAskedMeanwhileShareOneCall) {

@@ -131,6 +131,11 @@ absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Evaluated
   return std::shared_ptr<const WindowResult>(std::move(result));
 }
 
+std::shared_ptr<const WindowResult> TransportObserver::CurrentResult() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
 std::optional<WindowResult> TransportObserver::Current() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!current_) return std::nullopt;

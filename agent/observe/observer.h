@@ -80,6 +80,8 @@ class TransportObserver {
 
   // The cached default-window result (nullopt before the first sample).
   std::optional<WindowResult> Current() const;
+  // The same, shared rather than copied (null before the first sample).
+  std::shared_ptr<const WindowResult> CurrentResult() const;
 
  private:
   using ContainerKey = std::tuple<std::string, std::string, std::string>;  // uid, ns/pod, name

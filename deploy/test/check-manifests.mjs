@@ -310,6 +310,7 @@ const kustomizations = {
   'kustomize with-cni': 'kustomize/overlays/with-cni',
   'kustomize with-podmonitor': 'kustomize/overlays/with-podmonitor',
   'kustomize with-observe': 'kustomize/overlays/with-observe',
+  'kustomize with-pod-conditions': 'kustomize/overlays/with-pod-conditions',
   'kustomize k0s': 'kustomize/overlays/k0s',
   'kustomize microk8s': 'kustomize/overlays/microk8s',
   'kustomize with-dra': 'kustomize/overlays/with-dra',
@@ -366,6 +367,10 @@ const helmCases = {
   'helm observe.enabled': { observe: { enabled: true } },
   'helm observe.enabled, containerd only, Directory': { observe: { enabled: true, crioStateDir: '', stateDirType: 'Directory' } },
   'helm observe.enabled + cni.enabled': { observe: { enabled: true }, cni: { enabled: true } },
+  'helm observe.enabled + podConditions + tls': { observe: { enabled: true, podConditions: true, tls: { secretName: 'fabric-device-plugin-pods-tls' } } },
+  'helm observe.enabled + podConditions': { observe: { enabled: true, podConditions: true } },
+  'helm observe.enabled + podConditions, no policy (before 1.30)': { observe: { enabled: true, podConditions: true, podConditionsPolicy: false } },
+  'helm observe.enabled + tls': { observe: { enabled: true, tls: { secretName: 'my-tls', port: 10443 } } },
   'helm tolerateAllTaints + nodeSelector override': { tolerateAllTaints: true, nodeSelector: { 'example.com/fabric': 'true' } },
   'helm kubeletRoot=/var/lib/k0s/kubelet/ (deprecated)': { kubeletRoot: '/var/lib/k0s/kubelet/' },
   'helm k0s: kubelet.rootDir': { kubelet: { rootDir: K0S } },
@@ -464,6 +469,22 @@ check('helm observe.enabled == kustomize with-observe', () => {
   compareSets(renders['helm observe.enabled'].map(normalizeHelm),
     renders['kustomize with-observe'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm vs kustomize');
 });
+check('helm chart: observe.podConditions or observe.tls without observe.enabled fails to render', () => {
+  for (const values of [{ observe: { podConditions: true } }, { observe: { tls: { secretName: 'x' } } }]) {
+    let failed = null;
+    try {
+      chart.render({ values, releaseName: 'fabric-device-plugin', namespace: 'fabric-system' });
+    } catch (e) {
+      failed = String(e.message ?? e);
+    }
+    assert(failed && /need observe\.enabled/.test(failed), `helm-lite rendered ${JSON.stringify(values)}: ${failed}`);
+    if (haveHelm) {
+      const r = spawnSync('helm', ['template', 'x', chartDir, '--set', Object.keys(values.observe)[0] === 'podConditions'
+        ? 'observe.podConditions=true' : 'observe.tls.secretName=x'], { encoding: 'utf8' });
+      assert(r.status !== 0 && /need observe\.enabled/.test(r.stderr), `helm template: ${r.stderr}`);
+    }
+  }
+});
 check('helm kubelet.rootDir == kustomize k0s / microk8s overlays', () => {
   compareSets(renders['helm k0s: kubelet.rootDir'].map(normalizeHelm),
     renders['kustomize k0s'].filter((o) => o.kind !== 'Namespace').map(parseConfig), 'helm k0s vs kustomize k0s');
@@ -488,6 +509,11 @@ check('helm dra.enabled == kustomize with-dra; + extendedResourceNames == with-d
     renders['kustomize with-dra-extended-resources'].filter((o) => o.kind !== 'Namespace').map(parseConfig).map(clusterScoped),
     'helm vs kustomize');
 });
+check('helm observe.enabled + podConditions + tls == kustomize with-pod-conditions', () => {
+  compareSets(renders['helm observe.enabled + podConditions + tls'].map(normalizeHelm),
+    renders['kustomize with-pod-conditions'].filter((o) => o.kind !== 'Namespace').map(parseConfig).map(clusterScoped),
+    'helm vs kustomize');
+});
 check('helm config value == kustomize ConfigMap (parsed)', () => {
   const cm = single(renders['kustomize base'], 'ConfigMap');
   assertEq(yaml.load(cm.data['config.yaml']), chart.defaults.config, 'config');
@@ -501,19 +527,22 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     return renders[name];
   };
   const cni = /cni/.test(name);
-  const observe = /observe/.test(name);
+  const observe = /observe|with-pod-conditions/.test(name);
   const draMode = /dra\.enabled|with-dra/.test(name);
+  const podConditions = /podConditions|with-pod-conditions/.test(name);
+  const podsTls = /tls|with-pod-conditions/.test(name);
+  const apiToken = draMode || podConditions || podsTls;
 
   check(`${name}: every object passes the Kubernetes schema${realRendered[name] ? ' (real render)' : ''}`, () => {
     for (const o of objs()) validateObject(o);
   });
 
-  check(`${name}: DaemonSet is system-node-critical, ${draMode ? 'token for DRA only' : 'tokenless'}, never surges`, () => {
+  check(`${name}: DaemonSet is system-node-critical, ${apiToken ? 'token for DRA/Pod conditions/TLS reviews only' : 'tokenless'}, never surges`, () => {
     const ds = single(objs(), 'DaemonSet');
     const spec = podSpecOf(ds);
     assertEq(spec.priorityClassName, 'system-node-critical', 'priorityClassName');
-    // Only DRA mode talks to the API server.
-    assertEq(spec.automountServiceAccountToken, draMode, 'automountServiceAccountToken');
+    // Only DRA mode, Pod conditions and the TLS /v1/pods talk to the API server.
+    assertEq(spec.automountServiceAccountToken, apiToken, 'automountServiceAccountToken');
     const sa = single(objs(), 'ServiceAccount');
     assertEq(sa.automountServiceAccountToken, false, 'ServiceAccount automountServiceAccountToken');
     assertEq(spec.serviceAccountName, sa.metadata.name, 'serviceAccountName');
@@ -600,9 +629,10 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       return;
     }
     assertEq(spec.hostPID, true, 'hostPID');
-    // /v1/pods at status.hostIP from any Pod (operator, fabricctl observe).
+    // The plain port answers /v1/pods to loopback only: no hostPort on it. Over
+    // TLS, the node IP reaches /v1/pods (status.hostIP, any Pod with a token).
     const metricsPort = (agent.ports ?? []).find((p) => p.name === 'metrics');
-    assertEq(metricsPort?.hostPort, metricsPort?.containerPort, 'metrics hostPort (the node IP reaches /v1/pods)');
+    assertEq(metricsPort?.hostPort, undefined, 'metrics hostPort');
     assertEq(flagValue(agent.args, '--observe'), '', '--observe (a bare flag)');
     const want = expectedObserve(name);
     const dirFlag = Object.entries(want.dirs).map(([rt, d]) => `${rt}=${d}/${RUNTIME_CONFIG_SUBDIR[rt]}`).join(',');
@@ -620,6 +650,58 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     // Still no capability for it (the container-security check covers the
     // rest); only the CNI part adds NET_ADMIN/SYS_ADMIN.
     if (!cni) assert(agent.securityContext.capabilities.add === undefined, 'observe adds capabilities');
+  });
+
+  check(`${name}: ${podConditions || podsTls ? 'Pod conditions / TLS reviews: flags, least-privilege RBAC, own-node policy' : 'no Pod-conditions or TLS-review RBAC'}`, () => {
+    const ds = single(objs(), 'DaemonSet');
+    const spec = podSpecOf(ds);
+    const agent = spec.containers.find((c) => c.name === 'agent');
+    const roles = byKind(objs(), 'ClusterRole');
+    const pc = roles.find((r) => r.metadata.name.endsWith('-pod-conditions'));
+    const auth = roles.find((r) => r.metadata.name.endsWith('-pods-auth'));
+    const policies = byKind(objs(), 'ValidatingAdmissionPolicy').filter((p) => /pod-conditions/.test(p.metadata.name));
+    assertEq(!!pc, podConditions, 'pod-conditions ClusterRole');
+    assertEq(!!auth, podsTls, 'pods-auth ClusterRole');
+    assertEq(flagValue(agent.args, '--pod-conditions') !== undefined, podConditions, '--pod-conditions');
+    assertEq(flagValue(agent.args, '--pods-tls-address') !== undefined, podsTls, '--pods-tls-address');
+    const rules = (r) => r.rules.flatMap((x) => x.resources.map((res) => `${x.apiGroups.join('|')}/${res}:${[...x.verbs].sort().join(',')}`)).sort();
+    const sa = single(objs(), 'ServiceAccount');
+    const boundTo = (role) => byKind(objs(), 'ClusterRoleBinding').filter((b) => b.roleRef.name === role.metadata.name)
+      .flatMap((b) => b.subjects.map((x) => `${x.kind}:${x.namespace}/${x.name}`));
+    if (podConditions) {
+      // Exactly these verbs: no Pod spec writes, no deletes, nothing else.
+      assertEq(rules(pc), ['/pods/status:patch', '/pods:get,list,watch', 'events.k8s.io/events:create,patch'], 'pod-conditions rules');
+      assertEq(boundTo(pc), [`ServiceAccount:fabric-system/${sa.metadata.name}`], 'pod-conditions binding');
+      assertEq(flagValue(agent.args, '--pod-attach-grace'), '60s', '--pod-attach-grace');
+      if (/no policy/.test(name)) {
+        assertEq(policies.length + byKind(objs(), 'ValidatingAdmissionPolicyBinding').length, 0, 'no policy before 1.30');
+        return;
+      }
+      assertEq(policies.length, 1, 'the own-node ValidatingAdmissionPolicy');
+      const p = policies[0];
+      assertEq(p.spec.failurePolicy, 'Fail', 'policy failurePolicy');
+      assertEq(p.spec.matchConstraints.resourceRules, [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['pods/status'] }], 'policy match');
+      assert(p.spec.matchConditions[0].expression.includes(`system:serviceaccount:fabric-system:${sa.metadata.name}`), 'policy: only the agent\'s ServiceAccount');
+      const text = JSON.stringify(p.spec.validations);
+      for (const want of ["authentication.kubernetes.io/node-name", "startsWith('fabric.gpustack.ai/')", 'oldObject.status.containerStatuses', 'oldObject.metadata.labels']) {
+        assert(text.includes(want) || JSON.stringify(p.spec.variables).includes(want), `policy does not check ${want}`);
+      }
+      const bindings = byKind(objs(), 'ValidatingAdmissionPolicyBinding').filter((b) => b.spec.policyName === p.metadata.name);
+      assertEq(bindings.map((b) => b.spec.validationActions), [['Deny']], 'policy binding');
+    } else {
+      assertEq(policies.length, 0, 'pod-conditions policy');
+    }
+    if (podsTls) {
+      assertEq(rules(auth), ['authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create'], 'pods-auth rules');
+      assertEq(boundTo(auth), [`ServiceAccount:fabric-system/${sa.metadata.name}`], 'pods-auth binding');
+      const cert = flagValue(agent.args, '--pods-tls-cert-file');
+      const key = flagValue(agent.args, '--pods-tls-key-file');
+      const m = agent.volumeMounts.find((x) => cert.startsWith(`${x.mountPath}/`) && key.startsWith(`${x.mountPath}/`));
+      assert(m && m.readOnly, 'the TLS files are on a read-only mount');
+      const v = spec.volumes.find((x) => x.name === m.name);
+      assert(v.secret?.secretName, 'the TLS files come from a Secret');
+      assertEq(v.secret.defaultMode, 0o400, 'Secret file mode');
+    }
   });
 
   check(`${name}: scheduled on all Linux nodes, no instance-type allowlist, GPU/EFA taints tolerated`, () => {
@@ -644,11 +726,14 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
     for (const f of REQUIRED_FLAGS) assert(flagValue(agent.args, f) !== undefined, `flag ${f} missing`);
     assertEq(flagValue(agent.args, '--registration'), /registration=watcher/.test(name) ? 'watcher' : 'auto', '--registration');
     assertEq(flagValue(agent.args, '--metrics-address'), `0.0.0.0:${METRICS_PORT}`, '--metrics-address');
-    // With observation, the metrics port is also the node's (hostPort): /v1/pods at status.hostIP.
-    const port = { name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' };
-    if (/observe/.test(name)) port.hostPort = METRICS_PORT;
+    // The TLS /v1/pods port is the node's too (hostPort): status.hostIP.
+    const ports = [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }];
+    if (podsTls) {
+      const tlsPort = /my-tls/.test(JSON.stringify(objs())) ? 10443 : 9437;
+      ports.push({ name: 'pods-tls', containerPort: tlsPort, hostPort: tlsPort, protocol: 'TCP' });
+    }
     assertEq(agent.ports.map((p) => JSON.stringify(p, Object.keys(p).sort())),
-      [JSON.stringify(port, Object.keys(port).sort())], 'ports');
+      ports.map((port) => JSON.stringify(port, Object.keys(port).sort())), 'ports');
     assertEq(agent.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' }, 'livenessProbe');
     assertEq(agent.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' }, 'readinessProbe');
     assertEq(agent.resources, { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } }, 'resources');
@@ -729,12 +814,15 @@ for (const name of [...Object.keys(kustomizations), ...Object.keys(helmCases)]) 
       assert(clauses.some((cl) => cl.attr === 'healthy' && cl.isTrue), `${c.metadata.name} does not require healthy`);
     }
   });
-  check(`${name}: ${dra ? 'fabric-dra, least-privilege RBAC, slices of its own node only' : 'fabric-agent, no RBAC'}`, () => {
+  check(`${name}: ${dra ? 'fabric-dra, least-privilege RBAC, slices of its own node only' : 'fabric-agent, no RBAC but for Pod conditions/TLS reviews'}`, () => {
     const agent = podSpecOf(single(objs(), 'DaemonSet')).containers.find((c) => c.name === 'agent');
-    const roles = byKind(objs(), 'ClusterRole');
+    // The Pod-conditions and TLS-review objects have their own check above.
+    const notObserve = (o) => !/-pod-conditions|-pods-auth/.test(o.metadata.name);
+    const roles = byKind(objs(), 'ClusterRole').filter(notObserve);
     if (!dra) {
       assertEq(agent.command, undefined, 'agent command (the image runs fabric-agent)');
-      assertEq(roles.length + byKind(objs(), 'ClusterRoleBinding').length + byKind(objs(), 'ValidatingAdmissionPolicy').length, 0, 'RBAC objects');
+      assertEq(roles.length + byKind(objs(), 'ClusterRoleBinding').filter(notObserve).length +
+        byKind(objs(), 'ValidatingAdmissionPolicy').filter(notObserve).length, 0, 'RBAC objects');
       return;
     }
     assertEq(agent.command, ['/usr/local/bin/fabric-dra'], 'agent command');

@@ -35,6 +35,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(r.path.find(' ') == std::string::npos);
   FUZZ_CHECK(r.path.find("\r\n") == std::string::npos);
   FUZZ_CHECK(absl::StrContains(line, r.path));
+  // The bearer token (TLS /v1/pods): one header line's bytes, trimmed, never
+  // a line break (it goes into a TokenReview's JSON, not into a header).
+  FUZZ_CHECK(r.bearer_token.find('\n') == std::string::npos);
+  FUZZ_CHECK(r.bearer_token.find('\r') == std::string::npos);
+  FUZZ_CHECK(r.bearer_token.empty() ||
+             (r.bearer_token.front() != ' ' && r.bearer_token.back() != ' '));
+  FUZZ_CHECK(absl::StrContains(head, r.bearer_token));
   const std::string again =
       absl::StrCat(r.head_only ? "HEAD " : "GET ", r.path, "?q HTTP/1.1\r\nHost: x");
   const fabric::HttpRequestHead r2 = fabric::ParseRequestHead(again);

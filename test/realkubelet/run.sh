@@ -121,6 +121,8 @@ export RK_CNI_CONFLIST RK_CNI_BIN_EXTRA AGENT_SOCK CNI_CALLS
 
 # ---- suite helpers (used by the cases) ----------------------------------------------------------------
 agent_log() { echo "$RK_WORK/agent-$(cat "$RK_WORK/agent.n" 2>/dev/null || echo 0).log"; }
+# RK_AGENT_EXTRA: more agent flags, split on spaces (a case that needs --observe, --pod-conditions).
+# shellcheck disable=SC2086
 start_agent() {
   local n
   n=$(($(cat "$RK_WORK/agent.n" 2>/dev/null || echo 0) + 1))
@@ -130,7 +132,7 @@ start_agent() {
   ns_spawn agent "$(agent_log)" "$AGENT" --sysfs-root "$TREE/sys" --dev-root /dev \
     --kubelet-root /var/lib/kubelet --metrics-address 127.0.0.1:9435 \
     --state-dir "$RK_WORK/agent-state" --cdi-dir "$RK_WORK/cdi" --agent-socket "$AGENT_SOCK" \
-    --memlock-hook-path "" --log-level "${RK_AGENT_LOG_LEVEL:-info}"
+    --memlock-hook-path "" --log-level "${RK_AGENT_LOG_LEVEL:-info}" ${RK_AGENT_EXTRA:-}
 }
 stop_agent() { ns_stop agent; }
 metrics() { in_ns curl -sf -m 5 http://127.0.0.1:9435/metrics; }

@@ -26,8 +26,9 @@ done
 agent_needed=$(needed "$agent")
 echo "fabric-agent NEEDED: $(echo $agent_needed)"
 no_match() { ! grep -Eq "$1" <<<"$agent_needed"; }
-# OpenSSL: the kubelet APIs are plaintext on unix sockets (grpc_unsecure). Not
-# directly, and not through any library it needs.
+# OpenSSL: the kubelet APIs are plaintext on unix sockets (grpc_unsecure); the
+# /v1/pods TLS listener links OpenSSL's archives. Never as a shared object,
+# directly or through any library it needs.
 check "fabric-agent does not need OpenSSL (libssl, libcrypto)" no_match '^lib(ssl|crypto)\.so'
 openssl_via() {
   local lib path
@@ -38,6 +39,9 @@ openssl_via() {
   return 0
 }
 check "no library fabric-agent needs pulls OpenSSL" openssl_via
+# libcurl maps ~30 libraries (6 MiB of RSS) at load; agent/kubeapi loads it with
+# dlopen only for --pod-conditions, --pods-tls-address and DRA mode.
+check "fabric-agent does not need libcurl (dlopen'ed for the API server only)" no_match '^libcurl'
 check "fabric-agent does not need cpp-httplib (agent/metrics has its own server)" no_match '^libcpp-httplib'
 # gRPC, protobuf and abseil come from their static archives.
 check "fabric-agent does not need libgrpc/libgrpc++ (nor their unsecure .so)" no_match '^lib(grpc|gpr|upb|address_sorting)'

@@ -217,6 +217,14 @@ absl::Status ParseObserve(ArgCursor& c, ObserveOptions& o) {
         return Usage(absl::StrCat("--window: expected a duration such as 60s, 2m or 1m30s, got '",
                                   o.window, "'"));
       }
+    } else if (f.name == "--ca-file") {
+      FABRIC_ASSIGN_OR_RETURN(o.ca_file, c.Value(f));
+    } else if (f.name == "--server-name") {
+      FABRIC_ASSIGN_OR_RETURN(o.server_name, c.Value(f));
+    } else if (f.name == "--token-file") {
+      FABRIC_ASSIGN_OR_RETURN(o.token_file, c.Value(f));
+    } else if (f.name == "--insecure-skip-tls-verify") {
+      o.insecure = true;
     } else if (f.name == "--expect") {
       FABRIC_ASSIGN_OR_RETURN(o.expect, c.Value(f));
       if (o.expect != "efa" && o.expect != "rdma") {
@@ -235,13 +243,19 @@ absl::Status ParseObserve(ArgCursor& c, ObserveOptions& o) {
 }  // namespace
 
 void ApplyObserveEnvironment(ObserveOptions& o, const char* (*getenv)(const char*)) {
+  auto env = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v != nullptr ? v : "";
+  };
+  if (o.ca_file.empty()) o.ca_file = env("FABRIC_AGENT_CA_FILE");
+  if (o.server_name.empty()) o.server_name = env("FABRIC_AGENT_SERVER_NAME");
   if (!o.agent_given) {
-    const char* host_ip = getenv("HOST_IP");
-    if (host_ip != nullptr && *host_ip != '\0') {
-      const std::string ip(host_ip);
-      o.agent = ip.find(':') != std::string::npos
-                    ? fmt::format("http://[{}]:{}", ip, kDefaultAgentPort)
-                    : fmt::format("http://{}:{}", ip, kDefaultAgentPort);
+    const std::string ip = env("HOST_IP");
+    if (!ip.empty()) {
+      const bool tls = !o.ca_file.empty() || o.insecure;
+      const std::string host = ip.find(':') != std::string::npos ? fmt::format("[{}]", ip) : ip;
+      o.agent = tls ? fmt::format("https://{}:{}", host, kDefaultAgentTlsPort)
+                    : fmt::format("http://{}:{}", host, kDefaultAgentPort);
     }
   }
   if (o.pod_name.empty()) {
@@ -442,13 +456,18 @@ Usage:
       `fabricctl bench --listen`; provider line first, refuses a mismatch (exit 8).
 
   fabricctl observe [--pod NS/NAME] [--agent URL] [--window D] [--expect efa|rdma] [-o json]
+                    [--ca-file F] [--server-name N] [--token-file F] [--insecure-skip-tls-verify]
       The transport each container really used (the agent's /v1/pods; the agent
       runs with --observe): efa, rdma, tcp, idle or unknown, with attribution and
       byte counts, one line per container. --pod defaults to
       $POD_NAMESPACE/$POD_NAME when both are set; without a Pod, every Pod on the
-      node (exit code of the worst). --agent defaults to http://$HOST_IP:9435
-      when HOST_IP is set (downward API status.hostIP: a Pod checks itself),
-      else http://127.0.0.1:9435. --window 15s..10m (default 60s). --expect:
+      node (exit code of the worst). --agent defaults, when HOST_IP is set
+      (downward API status.hostIP: a Pod checks itself), to https://$HOST_IP:9437
+      with a CA file (--ca-file or $FABRIC_AGENT_CA_FILE) and to
+      http://$HOST_IP:9435 without (the agent answers that only on loopback),
+      else http://127.0.0.1:9435. Over https it sends the Pod's ServiceAccount
+      token (or --token-file) and checks the agent's certificate against the CA
+      and the name (--server-name or $FABRIC_AGENT_SERVER_NAME; default the host). --window 15s..10m (default 60s). --expect:
       the fabric the workload must use. -o json prints the agent's document
       (PodTransport, or PodTransportList without a Pod). Worst first: 20, 23,
       22, 21, 0.

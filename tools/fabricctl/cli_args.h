@@ -97,14 +97,27 @@ struct DoctorOptions {
   OutputFormat format = OutputFormat::kText;
 };
 
-inline constexpr uint16_t kDefaultAgentPort = 9435;  // fabric-agent --metrics-address
+inline constexpr uint16_t kDefaultAgentPort = 9435;     // fabric-agent --metrics-address
+inline constexpr uint16_t kDefaultAgentTlsPort = 9437;  // fabric-agent --pods-tls-address
+inline constexpr char kServiceAccountToken[] =
+    "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 struct ObserveOptions {
-  // The agent's HTTP address. Unless --agent is given: http://$HOST_IP:9435
-  // when HOST_IP is set (the downward API's status.hostIP, so a Pod can ask
-  // its node's agent), else the local agent (ApplyObserveEnvironment).
+  // The agent's address. Unless --agent is given: when HOST_IP is set (the
+  // downward API's status.hostIP, so a Pod can ask its node's agent),
+  // https://$HOST_IP:9437 if a CA file is known (--ca-file or
+  // $FABRIC_AGENT_CA_FILE), else http://$HOST_IP:9435; without HOST_IP the
+  // local agent (ApplyObserveEnvironment).
   std::string agent = "http://127.0.0.1:9435";
   bool agent_given = false;
+  // https only: the CA the agent's certificate must chain to, the name it must
+  // carry ("" = the URL's host; $FABRIC_AGENT_SERVER_NAME), no check at all.
+  std::string ca_file, server_name;
+  bool insecure = false;
+  // The bearer token sent over https: --token-file, else the Pod's
+  // ServiceAccount token when that file exists (never over plain http).
+  std::string token_file;
+  std::string default_token_file = kServiceAccountToken;
   // --pod NS/NAME; unless given, $POD_NAMESPACE/$POD_NAME when both are set.
   std::string pod_namespace, pod_name;
   std::string window;  // --window, passed as ?window= ("" = the agent's 60 s)

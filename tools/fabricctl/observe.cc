@@ -2,8 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "agent/base/json_text.h"
 #include "agent/metrics/http_client.h"
+#include "agent/podsapi/https_client.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -41,6 +47,33 @@ std::string PathOf(const ObserveOptions& o) {
   if (!o.pod_name.empty()) path += "/" + o.pod_namespace + "/" + o.pod_name;
   if (!o.window.empty()) path += "?window=" + o.window;
   return path;
+}
+
+// The bearer token for https: --token-file (must be readable), else the
+// Pod's ServiceAccount token when it exists, else none.
+absl::StatusOr<std::string> BearerToken(const ObserveOptions& o) {
+  const std::string path = o.token_file.empty() ? o.default_token_file : o.token_file;
+  std::ifstream f(path);
+  if (!f) {
+    if (o.token_file.empty()) return std::string();
+    return absl::NotFoundError(fmt::format("--token-file {}: cannot be read", path));
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(ss.str()));
+}
+
+// GET from the agent: over TLS with the token for https://, plain otherwise.
+absl::StatusOr<HttpResponse> AgentGet(const ObserveOptions& o, const std::string& path) {
+  if (!absl::StartsWith(o.agent, "https://")) return HttpGet(o.agent, path);
+  podsapi::HttpsOptions h;
+  h.ca_file = o.ca_file;
+  h.insecure = o.insecure;
+  h.server_name = o.server_name;
+  auto token = BearerToken(o);
+  if (!token.ok()) return token.status();
+  h.bearer_token = *token;
+  return podsapi::HttpsGet(o.agent, path, h);
 }
 
 }  // namespace
@@ -87,7 +120,7 @@ std::string ObserveLines(const nlohmann::json& doc) {
 
 int RunObserve(const ObserveOptions& o, std::string* out, std::string* err) {
   const std::string path = PathOf(o);
-  auto res = HttpGet(o.agent, path);
+  auto res = AgentGet(o, path);
   if (!res.ok()) {
     *err += fmt::format("fabricctl observe: cannot reach the agent: {}\n",
                         std::string(res.status().message()));
@@ -106,6 +139,14 @@ int RunObserve(const ObserveOptions& o, std::string* out, std::string* err) {
       return kExitError;
     }
     *err += fmt::format("fabricctl observe: {}: {}\n", what, error.empty() ? res->body : error);
+    if (res->status == 401 || res->status == 403) {
+      *err += absl::StartsWith(o.agent, "https://")
+                  ? "fabricctl observe: the agent asks the API server: the token must be valid and "
+                    "its user allowed to get this Pod (list pods without --pod)\n"
+                  : "fabricctl observe: ask over https with --ca-file (or $FABRIC_AGENT_CA_FILE) "
+                    "and a ServiceAccount token\n";
+      return kExitError;
+    }
     if (res->status == 400) return kExitUsage;
     // 404: no grant and no fabric resources for this Pod; 503: no sample yet.
     if (res->status == 404 || res->status == 503) return kExitObserveUnknown;

@@ -1,13 +1,17 @@
 #include "tools/fabricctl/observe.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "agent/metrics/http_server.h"
+#include "agent/podsapi/tls_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/fake_apiserver_process.h"
+#include "test/testing/test_dirs.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -117,6 +121,22 @@ TEST(ObserveArgs, FlagsAndEnvironment) {
   ApplyObserveEnvironment(o, getenv);
   EXPECT_EQ(o.agent, "http://127.0.0.1:1");
   EXPECT_EQ(o.pod_name, "y");
+  // With the agent's CA in the Pod: TLS to the node's agent.
+  env = {{"HOST_IP", "10.1.2.3"},
+         {"FABRIC_AGENT_CA_FILE", "/etc/fabric-agent-ca/ca.crt"},
+         {"FABRIC_AGENT_SERVER_NAME", "fabric-agent.fabric-system"}};
+  o = ParseCommandLine({"observe"})->observe;
+  ApplyObserveEnvironment(o, getenv);
+  EXPECT_EQ(o.agent, "https://10.1.2.3:9437");
+  EXPECT_EQ(o.ca_file, "/etc/fabric-agent-ca/ca.crt");
+  EXPECT_EQ(o.server_name, "fabric-agent.fabric-system");
+  o = ParseCommandLine({"observe", "--ca-file", "a.crt", "--server-name", "n", "--token-file", "t",
+                        "--insecure-skip-tls-verify"})
+          ->observe;
+  EXPECT_EQ(o.ca_file, "a.crt");
+  EXPECT_EQ(o.server_name, "n");
+  EXPECT_EQ(o.token_file, "t");
+  EXPECT_TRUE(o.insecure);
   // A node shell: the local agent.
   env.clear();
   o = ParseCommandLine({"observe"})->observe;
@@ -130,6 +150,50 @@ TEST(ObserveArgs, UsageDocumentsTheExitCodes) {
                         "22 observe: unknown", "23 observe: a fabric other than --expect"}) {
     EXPECT_THAT(u, HasSubstr(s));
   }
+}
+
+// The agent's TLS listener (agent/podsapi) whose handler accepts one token:
+// fabricctl sends the Pod's ServiceAccount token over https, checks the
+// agent's certificate, and says what a 401 means.
+TEST(ObserveTls, SendsTheServiceAccountTokenAndChecksTheCertificate) {
+  if (!fabric::testing::FakeApiServerAvailable()) GTEST_SKIP() << "openssl is missing";
+  fabric::testing::TempDir dir("obs");
+  const std::string d = dir.path();
+  ASSERT_TRUE(fabric::testing::MakeCertificate(d, "agent"));
+  ASSERT_TRUE(fabric::testing::MakeCertificate(d, "other"));
+  std::ofstream(d + "/sa-token") << "t0k\n";
+  podsapi::TlsServerOptions to;
+  to.address = "127.0.0.1:0";
+  to.cert_file = d + "/agent.crt";
+  to.key_file = d + "/agent.key";
+  podsapi::TlsServer server(to, [](const podsapi::TlsRequest& r) {
+    if (r.bearer_token != "t0k") return HttpAnswer{401, "application/json", "{\"error\":\"no\"}"};
+    return HttpAnswer{200, "application/json",
+                      Pod("ml", "m0", {Container("engine", "rdma")}).dump()};
+  });
+  ASSERT_TRUE(server.Start().ok());
+  ObserveOptions o;
+  o.agent = "https://127.0.0.1:" + std::to_string(server.port());
+  o.pod_namespace = "ml";
+  o.pod_name = "m0";
+  o.ca_file = d + "/agent.crt";
+  o.default_token_file = d + "/sa-token";
+  std::string out, err;
+  EXPECT_EQ(RunObserve(o, &out, &err), kExitOk) << err;
+  EXPECT_THAT(out, HasSubstr("rdma"));
+  o.default_token_file = d + "/none";  // not in a Pod: no token
+  out.clear();
+  err.clear();
+  EXPECT_EQ(RunObserve(o, &out, &err), kExitError);
+  EXPECT_THAT(err, HasSubstr("HTTP 401"));
+  EXPECT_THAT(err, HasSubstr("the token must be valid"));
+  o.token_file = d + "/sa-token";
+  err.clear();
+  EXPECT_EQ(RunObserve(o, &out, &err), kExitOk) << err;
+  o.ca_file = d + "/other.crt";  // not the agent's CA
+  err.clear();
+  EXPECT_EQ(RunObserve(o, &out, &err), kExitError);
+  EXPECT_THAT(err, HasSubstr("certificate does not verify"));
 }
 
 // The agent's own HTTP server with canned /v1/pods answers.

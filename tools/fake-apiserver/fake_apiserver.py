@@ -32,15 +32,21 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_core  # noqa: E402  (Pods, Events, TokenReview, SubjectAccessReview)
+
 GROUP = "resource.k8s.io"
 VERSION = "v1"
 GROUP_VERSION = GROUP + "/" + VERSION
 
-# resource -> (Kind, namespaced, selectable fields beyond metadata.*)
+# resource -> (Kind, namespaced, selectable fields beyond metadata.*, API group)
 RESOURCES = {
-    "resourceslices": ("ResourceSlice", False, ("spec.nodeName", "spec.driver")),
-    "resourceclaims": ("ResourceClaim", True, ()),
-    "deviceclasses": ("DeviceClass", False, ()),
+    "resourceslices": ("ResourceSlice", False, ("spec.nodeName", "spec.driver"), GROUP),
+    "resourceclaims": ("ResourceClaim", True, (), GROUP),
+    "deviceclasses": ("DeviceClass", False, (), GROUP),
+    # fake_core.py: what --pod-conditions and the authenticated /v1/pods use.
+    "pods": ("Pod", True, ("spec.nodeName", "status.phase"), ""),
+    "events": ("Event", True, ("regarding.name", "regarding.uid", "reason"), "events.k8s.io"),
 }
 KIND_TO_RESOURCE = {v[0]: k for k, v in RESOURCES.items()}
 
@@ -86,12 +92,22 @@ class ApiError(Exception):
         return s
 
 
+def group_of(resource):
+    return RESOURCES[resource][3] if resource in RESOURCES else GROUP
+
+
+def group_version(resource):
+    g = group_of(resource)
+    return g + "/v1" if g else "v1"
+
+
 def qualified(resource):
-    return resource + "." + GROUP
+    g = group_of(resource)
+    return resource + "." + g if g else resource
 
 
 def details(resource, name, causes=None):
-    d = {"group": GROUP, "kind": resource}
+    d = {"group": group_of(resource), "kind": resource}
     if name:
         d["name"] = name
     if causes:
@@ -117,7 +133,7 @@ def invalid(kind, resource, name, errors):
     msgs = [e[1] for e in errors]
     text = msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"
     causes = [{"reason": e[0], "message": e[1], "field": e[2]} for e in errors]
-    return ApiError(422, "Invalid", '%s.%s "%s" is invalid: %s' % (kind, GROUP, name, text),
+    return ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (kind + ("." + group_of(resource) if group_of(resource) else ""), name, text),
                     details(resource, name, causes))
 
 
@@ -189,7 +205,7 @@ def field_value(obj, path):
 def parse_field_selector(resource, text):
     if not text:
         return lambda obj: True
-    _, namespaced, extra = RESOURCES[resource]
+    _, namespaced, extra, _ = RESOURCES[resource]
     allowed = {"metadata.name"} | set(extra)
     if namespaced:
         allowed.add("metadata.namespace")
@@ -298,6 +314,8 @@ def validate(kind, resource, obj, old):
     validate_meta(kind, resource, obj, errors)
     if resource == "resourceslices":
         validate_slice(obj, old, errors)
+    elif resource == "events":
+        errors.extend(fake_core.event_errors(obj, old, obj["metadata"].get("namespace")))
     elif not isinstance(obj.get("spec", {}), dict):
         errors.append(("FieldValueInvalid", "spec: Invalid value: must be an object", "spec"))
     if errors:
@@ -360,7 +378,7 @@ class Store:
 def with_type(resource, obj):
     out = copy.deepcopy(obj)
     kind = RESOURCES[resource][0]
-    out = dict([("kind", kind), ("apiVersion", GROUP_VERSION)] + [(k, v) for k, v in out.items()
+    out = dict([("kind", kind), ("apiVersion", group_version(resource))] + [(k, v) for k, v in out.items()
                                                                    if k not in ("kind", "apiVersion")])
     return out
 
@@ -409,21 +427,43 @@ class Tokens:
                 pass
             return self.table.get(token)
 
+    def entries(self):
+        self.lookup("")  # re-reads a changed file
+        with self.lock:
+            return list(self.table.values())
 
-def authorize(user, verb, resource, subresource, namespace, name):
+
+ROLE_RULES = {"driver": DRIVER_RULES, "agent": fake_core.AGENT_RULES}
+
+
+def allows(user, verb, resource, subresource, namespace):
+    """RBAC as the fake has it: the role's rules, then the token's own "allow"
+    list of {"resource": "pods[/sub]", "verbs": [...], "namespaces": [...]}
+    (no namespaces: every namespace and the cluster scope)."""
     role = user.get("role", "driver")
     if role == "admin":
-        return
+        return True
     key = resource + ("/" + subresource if subresource else "")
-    allowed = DRIVER_RULES.get(key, set()) if role == "driver" else set()
-    if verb in allowed:
+    if verb in ROLE_RULES.get(role, {}).get(key, set()):
+        return True
+    for rule in user.get("allow") or []:
+        if rule.get("resource") != key or verb not in (rule.get("verbs") or []):
+            continue
+        if not rule.get("namespaces") or (namespace and namespace in rule["namespaces"]):
+            return True
+    return False
+
+
+def authorize(user, verb, resource, subresource, namespace, name):
+    key = resource + ("/" + subresource if subresource else "")
+    if allows(user, verb, resource, subresource, namespace):
         return
     what = qualified(resource)
     if name:
         what += ' "%s"' % name
     scope = ('in the namespace "%s"' % namespace) if namespace else "at the cluster scope"
     raise ApiError(403, "Forbidden", '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s'
-                   % (what, user["user"], verb, key, GROUP, scope), details(resource, name))
+                   % (what, user["user"], verb, key, group_of(resource), scope), details(resource, name))
 
 
 def admit_slice(server, user, operation, obj, old):
@@ -453,7 +493,9 @@ def admit_slice(server, user, operation, obj, old):
 
 # ---- the HTTP side -----------------------------------------------------------
 
-PATH_RE = re.compile(r"^/apis/resource\.k8s\.io/v1/(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/([a-z]+))?/?$")
+PATH_RE = re.compile(r"^/(?:api/v1|apis/([a-z0-9.]+)/v1)/(?:namespaces/([^/]+)/)?([a-z]+)(?:/([^/]+))?(?:/([a-z]+))?/?$")
+REVIEWS = {"/apis/authentication.k8s.io/v1/tokenreviews": "tokenreviews",
+           "/apis/authorization.k8s.io/v1/subjectaccessreviews": "subjectaccessreviews"}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -563,14 +605,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def api(self, path, query, user):
         self.current_user = user
+        if path.rstrip("/") in REVIEWS and self.command == "POST":
+            return self.review(REVIEWS[path.rstrip("/")], user)
         m = PATH_RE.match(path)
-        if not m or m.group(2) not in RESOURCES:
+        if not m or m.group(3) not in RESOURCES or (m.group(1) or "") != group_of(m.group(3)):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        namespace, resource, name, sub = m.group(1), m.group(2), m.group(3), m.group(4)
-        kind, namespaced, _ = RESOURCES[resource]
+        namespace, resource, name, sub = m.group(2), m.group(3), m.group(4), m.group(5)
+        kind, namespaced = RESOURCES[resource][0], RESOURCES[resource][1]
         if (namespace and not namespaced) or (namespaced and name is not None and not namespace):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if sub and (sub != "status" or resource != "resourceclaims"):
+        if sub and (sub != "status" or resource not in ("resourceclaims", "pods")):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         method = self.command
         store = self.server.store
@@ -608,6 +652,25 @@ class Handler(BaseHTTPRequestHandler):
             return self.delete(resource, namespace, name, user)
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
+    def review(self, resource, user):
+        """POST of a TokenReview or SubjectAccessReview: answered, not stored."""
+        authorize(user, "create", resource, None, None, None)
+        try:
+            body = json.loads(self.read_body() or b"{}")
+        except ValueError as e:
+            raise bad_request("error decoding JSON: %s" % e)
+        if resource == "tokenreviews":
+            if not ((body.get("spec") or {}).get("token")):
+                raise ApiError(422, "Invalid", 'TokenReview.authentication.k8s.io "" is invalid: spec.token: '
+                               "Required value")
+            return self.send_json(201, fake_core.token_review(self.server.tokens, body))
+        attrs = (body.get("spec") or {}).get("resourceAttributes")
+        if not (body.get("spec") or {}).get("user") or not isinstance(attrs, dict):
+            raise ApiError(422, "Invalid", 'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user and '
+                           "spec.resourceAttributes are required (fake)")
+        rules_of = lambda entry: (lambda verb, res, sub, ns: allows(entry, verb, res, sub, ns))  # noqa: E731
+        return self.send_json(201, fake_core.subject_access_review(self.server.tokens, rules_of, body))
+
     def parse_object(self, resource, body, namespace, url_name=None):
         kind = RESOURCES[resource][0]
         try:
@@ -616,9 +679,10 @@ class Handler(BaseHTTPRequestHandler):
             raise bad_request("error decoding JSON: %s" % e)
         if not isinstance(obj, dict):
             raise bad_request("the body of the request was in an unknown format")
-        if obj.get("apiVersion", GROUP_VERSION) != GROUP_VERSION or obj.get("kind", kind) != kind:
+        gv = group_version(resource)
+        if obj.get("apiVersion", gv) != gv or obj.get("kind", kind) != kind:
             raise bad_request("the API version in the data (%s) does not match the expected API version (%s)"
-                              % (obj.get("apiVersion"), GROUP_VERSION) if obj.get("kind", kind) == kind else
+                              % (obj.get("apiVersion"), gv) if obj.get("kind", kind) == kind else
                               "Object 'Kind' is %s, not %s" % (obj.get("kind"), kind))
         md = obj.setdefault("metadata", {})
         if not isinstance(md, dict):
@@ -635,7 +699,7 @@ class Handler(BaseHTTPRequestHandler):
             md["namespace"] = namespace
         elif "namespace" in md and md["namespace"]:
             md.pop("namespace")  # cluster-scoped: dropped, as the real server does
-        obj["kind"], obj["apiVersion"] = kind, GROUP_VERSION
+        obj["kind"], obj["apiVersion"] = kind, gv
         return obj
 
     def list(self, resource, namespace, query):
@@ -652,7 +716,7 @@ class Handler(BaseHTTPRequestHandler):
             for it in items:  # items of a typed list carry no kind/apiVersion
                 it.pop("kind", None)
                 it.pop("apiVersion", None)
-            body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": GROUP_VERSION,
+            body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": group_version(resource),
                     "metadata": {"resourceVersion": str(store.rv)}, "items": items}
         self.send_json(200, body)
 
@@ -681,7 +745,7 @@ class Handler(BaseHTTPRequestHandler):
                 gone.pop("kind", None)
                 gone.pop("apiVersion", None)
                 gone_items.append(gone)
-            body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": GROUP_VERSION,
+            body = {"kind": RESOURCES[resource][0] + "List", "apiVersion": group_version(resource),
                     "metadata": {"resourceVersion": str(store.rv)}, "items": gone_items}
         self.send_json(200, body)
 
@@ -696,6 +760,8 @@ class Handler(BaseHTTPRequestHandler):
         md["generation"] = 1
         if resource == "resourceclaims":
             obj.pop("status", None)  # status is written through /status only
+        if resource == "pods" and operation != "fake":
+            obj["status"] = {"phase": "Pending"}
         md["managedFields"] = [managed_entry(manager, operation, obj)]
         md["resourceVersion"] = str(store.next_rv())
 
@@ -742,6 +808,45 @@ class Handler(BaseHTTPRequestHandler):
             self.commit_update(resource, namespace, name, sub, user, old, new, query_manager(query, self),
                                "Update", 200)
 
+    def json_patch(self, resource, namespace, name, sub, user, query, ctype):
+        """Strategic-merge (Pods) and merge (Pods, Events) patches, with the
+        object's metadata.uid in the patch as a precondition, as the kubelet
+        patches pods/status."""
+        try:
+            body = json.loads(self.read_body() or b"null")
+        except ValueError as e:
+            raise bad_request("error decoding patch: %s" % e)
+        if not isinstance(body, dict):
+            raise bad_request("the patch is not a JSON object")
+        store = self.server.store
+        with store.lock:
+            old = store.objects[resource].get((namespace, name))
+            if old is None:
+                raise not_found(resource, name)
+            want_uid = (body.get("metadata") or {}).get("uid")
+            if want_uid and want_uid != old["metadata"]["uid"]:
+                raise conflict(resource, name, "Precondition failed: UID in precondition: %s, UID in object meta: %s"
+                               % (want_uid, old["metadata"]["uid"]))
+            try:
+                if ctype == "application/strategic-merge-patch+json":
+                    if resource != "pods":
+                        raise ApiError(415, "UnsupportedMediaType", "strategic merge patch is not supported for %s"
+                                       % qualified(resource))
+                    merged = fake_core.strategic_merge(old, body)
+                else:
+                    merged = fake_core.merge_patch(old, body)
+            except fake_core.PatchError as e:
+                raise bad_request(str(e))
+            except fake_core.PatchServerError as e:
+                raise ApiError(500, "InternalError", str(e))
+            merged["metadata"] = dict(old["metadata"], **{k: v for k, v in (merged.get("metadata") or {}).items()
+                                                          if k in ("labels", "annotations")})
+            for k in ("labels", "annotations"):
+                if k in merged["metadata"] and merged["metadata"][k] is None:
+                    merged["metadata"].pop(k)
+            self.commit_update(resource, namespace, name, sub, user, old, merged, query_manager(query, self),
+                               "Update", 200)
+
     def commit_update(self, resource, namespace, name, sub, user, old, new, manager, operation, code):
         store = self.server.store
         kind = RESOURCES[resource][0]
@@ -755,7 +860,7 @@ class Handler(BaseHTTPRequestHandler):
             for k, v in new.items():
                 if k not in ("kind", "apiVersion", "metadata", "status"):
                     merged[k] = v
-            if resource != "resourceclaims" and "status" in new:
+            if resource not in ("resourceclaims", "pods") and "status" in new:
                 merged["status"] = new["status"]
             for k in ("labels", "annotations", "finalizers", "ownerReferences"):
                 if k in new["metadata"]:
@@ -765,6 +870,13 @@ class Handler(BaseHTTPRequestHandler):
         validate(kind, resource, merged, old)
         if resource == "resourceslices" and sub is None:
             admit_slice(self.server, user, "UPDATE", merged, old)
+        if resource == "pods" and user is not None and user.get("role") == "agent":
+            why = fake_core.pod_policy_denial(user, old, merged)
+            if why is not None:
+                cause = "ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s" % (
+                    fake_core.POD_POLICY_NAME, fake_core.POD_POLICY_NAME, why)
+                raise ApiError(422, "Invalid", 'pods "%s" is forbidden: %s' % (name, cause),
+                               details("pods", name, [{"message": cause}]))
         if sub is None and merged.get("spec") != old.get("spec"):
             merged["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         unchanged = strip_volatile(merged) == strip_volatile(old)
@@ -793,6 +905,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def patch(self, resource, namespace, name, sub, user, query):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype in ("application/strategic-merge-patch+json", "application/merge-patch+json") and \
+                resource in ("pods", "events"):
+            return self.json_patch(resource, namespace, name, sub, user, query, ctype)
         if ctype != "application/apply-patch+yaml":
             raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
                            "accepted media types include: application/apply-patch+yaml (fake: no other patch types)")
@@ -988,7 +1103,7 @@ class Handler(BaseHTTPRequestHandler):
                         # every event up to: nothing queued for it.
                         if w.events.empty():
                             last_rv = max(last_rv, store.rv)
-                    event("BOOKMARK", {"kind": RESOURCES[resource][0], "apiVersion": GROUP_VERSION,
+                    event("BOOKMARK", {"kind": RESOURCES[resource][0], "apiVersion": group_version(resource),
                                        "metadata": {"resourceVersion": str(last_rv)}})
                     next_bookmark = time.monotonic() + self.server.bookmark_interval
             chunk(b"")
@@ -1028,7 +1143,10 @@ class Handler(BaseHTTPRequestHandler):
                 old = store.objects[resource].get(key)
                 status = obj.get("status")
                 if old is None:
-                    self.stamp_create(resource, obj, None, "fake-control", "Update")
+                    given_uid = obj["metadata"].get("uid")
+                    self.stamp_create(resource, obj, None, "fake-control", "fake")
+                    if given_uid:  # a test that needs to know the UID (a Pod's, matched by cgroup)
+                        obj["metadata"]["uid"] = given_uid
                 else:
                     obj["metadata"].update({k: old["metadata"][k] for k in ("uid", "creationTimestamp")})
                     obj["metadata"]["generation"] = old["metadata"]["generation"] + (

@@ -24,7 +24,12 @@ class FakeApiServerTest(unittest.TestCase):
         tokens = os.path.join(self.dir.name, "tokens.json")
         with open(tokens, "w") as f:
             json.dump({"tokens": {"admin": {"user": "admin", "role": "admin"},
-                                  "node-a": {"user": "system:serviceaccount:fabric:dra", "nodeName": "node-a"}}}, f)
+                                  "node-a": {"user": "system:serviceaccount:fabric:dra", "nodeName": "node-a"},
+                                  "agent-a": {"user": "system:serviceaccount:fabric:agent", "role": "agent",
+                                              "nodeName": "node-a"},
+                                  "reader": {"user": "reader", "role": "none",
+                                             "allow": [{"resource": "pods", "verbs": ["get"],
+                                                        "namespaces": ["ml"]}]}}}, f)
         port_file = os.path.join(self.dir.name, "port")
         self.proc = subprocess.Popen([sys.executable, FAKE, "--port-file", port_file, "--tokens", tokens,
                                       "--bookmark-interval", "0.2", "--history", "5"])
@@ -202,6 +207,133 @@ class FakeApiServerTest(unittest.TestCase):
         r = c.getresponse()
         self.assertEqual((r.status, json.loads(r.read())["reason"]), (400, "BadRequest"))
         c.close()
+
+    # -- core v1 Pods and events.k8s.io/v1 Events (fake_core.py)
+
+    def pod(self, name, node, ns="ml"):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+                "spec": {"nodeName": node, "containers": [{"name": "engine", "image": "x"}]},
+                "status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}}
+
+    def inject(self, obj):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("POST", "/fake/objects", body=json.dumps(obj).encode())
+        r = c.getresponse()
+        out = json.loads(r.read())
+        c.close()
+        return out
+
+    def fabric(self, status, reason="Attached"):
+        return {"type": "fabric.gpustack.ai/FabricAttached", "status": status, "reason": reason,
+                "lastTransitionTime": "2026-12-02T00:00:00Z"}
+
+    def test_pods_of_one_node_and_status_patches_merge_conditions_by_type(self):
+        a = self.inject(self.pod("m0", "node-a"))
+        self.inject(self.pod("m1", "node-b"))
+        code, listed = self.call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a", token="agent-a")
+        self.assertEqual((code, [p["metadata"]["name"] for p in listed["items"]]), (200, ["m0"]))
+        smp = "application/strategic-merge-patch+json"
+        code, patched = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                                  {"metadata": {"uid": a["metadata"]["uid"]},
+                                   "status": {"conditions": [self.fabric("True")]}}, token="agent-a", ctype=smp)
+        self.assertEqual(code, 200, patched)
+        types = [c["type"] for c in patched["status"]["conditions"]]
+        self.assertEqual(types, ["Ready", "PodScheduled", "fabric.gpustack.ai/FabricAttached"])
+        # The kubelet's own patch (its conditions, with $setElementOrder) keeps ours.
+        code, patched = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                                  {"status": {"$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodScheduled"}],
+                                              "conditions": [{"type": "Ready", "status": "False"}]}}, ctype=smp)
+        self.assertEqual(code, 200, patched)
+        self.assertIn(self.fabric("True"), patched["status"]["conditions"])
+        self.assertIn({"type": "Ready", "status": "False"}, patched["status"]["conditions"])
+        # A list directive where the Pod has no such list is the real server's 500.
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"$setElementOrder/conditions": [{"type": "Ready"}]}, ctype=smp)
+        self.assertEqual(code, 500)
+        self.assertIn('unable to find api field in struct Pod for the json field "conditions"', err["message"])
+        # A stale UID (the Pod was recreated) is a conflict.
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"metadata": {"uid": "other"}, "status": {}}, token="agent-a", ctype=smp)
+        self.assertEqual((code, err["reason"]), (409, "Conflict"))
+        self.assertIn("Precondition failed: UID in precondition", err["message"])
+        # The policy: another node's Pod, or a condition that is not ours.
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m1/status",
+                              {"status": {"conditions": [self.fabric("True")]}}, token="agent-a", ctype=smp)
+        self.assertEqual(code, 422)
+        self.assertIn("may not write the status of a Pod on node node-b", err["message"])
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, token="agent-a",
+                              ctype=smp)
+        self.assertEqual(code, 422)
+        self.assertIn("only fabric.gpustack.ai/ conditions", err["message"])
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"status": {"phase": "Failed"}}, token="agent-a", ctype=smp)
+        self.assertEqual(code, 422)
+        # RBAC: no spec update, no delete.
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0", {"metadata": {"labels": {"x": "y"}}},
+                              token="agent-a", ctype=smp)
+        self.assertEqual(code, 403)
+        self.assertIn('cannot patch resource "pods" in API group ""', err["message"])
+        code, _ = self.call("DELETE", "/api/v1/namespaces/ml/pods/m0", token="agent-a")
+        self.assertEqual(code, 403)
+
+    def test_pod_watch_by_node(self):
+        self.inject(self.pod("w0", "node-a"))
+        self.inject(self.pod("w1", "node-b"))
+        events = self.watch("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a", 1, token="agent-a")
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"], e["object"]["kind"]) for e in events],
+                         [("ADDED", "w0", "Pod")])
+
+    def event(self, name, **over):
+        e = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name, "namespace": "ml"},
+             "eventTime": "2026-12-02T00:00:00.000000Z", "reportingController": "fabric.gpustack.ai/agent",
+             "reportingInstance": "node-a", "action": "Observe", "reason": "FabricFallback", "type": "Warning",
+             "note": "tcp", "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "ml", "name": "m0"}}
+        e.update(over)
+        return e
+
+    def test_events_validate_and_grow_a_series(self):
+        ev = "/apis/events.k8s.io/v1/namespaces/ml/events"
+        code, created = self.call("POST", ev, self.event("m0.1"), token="agent-a")
+        self.assertEqual(code, 201, created)
+        code, err = self.call("POST", ev, self.event("m0.2", type="Bad", action=""), token="agent-a")
+        self.assertEqual(code, 422)
+        self.assertIn("action: Required value", err["message"])
+        self.assertIn('type: Unsupported value: "Bad"', err["message"])
+        merge = "application/merge-patch+json"
+        code, patched = self.call("PATCH", ev + "/m0.1", {"series": {"count": 2, "lastObservedTime":
+                                                                     "2026-12-02T00:01:00.000000Z"}},
+                                  token="agent-a", ctype=merge)
+        self.assertEqual((code, patched["series"]["count"]), (200, 2))
+        code, err = self.call("PATCH", ev + "/m0.1", {"note": "changed"}, token="agent-a", ctype=merge)
+        self.assertEqual(code, 422)
+        self.assertIn("note: Invalid value: field is immutable", err["message"])
+        code, err = self.call("PATCH", ev + "/m0.1", {"series": {"count": 1}}, token="agent-a", ctype=merge)
+        self.assertEqual(code, 422)
+        code, _ = self.call("DELETE", ev + "/m0.1", token="agent-a")
+        self.assertEqual(code, 403)
+
+    def test_token_and_subject_access_reviews(self):
+        tr = "/apis/authentication.k8s.io/v1/tokenreviews"
+        code, r = self.call("POST", tr, {"spec": {"token": "reader"}}, token="agent-a")
+        self.assertEqual((code, r["status"]["authenticated"], r["status"]["user"]["username"]), (201, True, "reader"))
+        code, r = self.call("POST", tr, {"spec": {"token": "nope"}}, token="agent-a")
+        self.assertEqual((code, r["status"]["authenticated"]), (201, False))
+        code, _ = self.call("POST", tr, {"spec": {"token": "reader"}}, token="reader")
+        self.assertEqual(code, 403)  # only with create on tokenreviews
+        sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+        def allowed(user, verb, ns):
+            code, r = self.call("POST", sar, {"spec": {"user": user, "resourceAttributes": {
+                "verb": verb, "resource": "pods", "namespace": ns}}}, token="agent-a")
+            self.assertEqual(code, 201)
+            return r["status"]["allowed"]
+        self.assertTrue(allowed("reader", "get", "ml"))
+        self.assertFalse(allowed("reader", "get", "other"))
+        self.assertFalse(allowed("reader", "list", ""))
+        self.assertTrue(allowed("admin", "list", ""))
+        self.assertFalse(allowed("nobody", "get", "ml"))
 
 
 if __name__ == "__main__":
