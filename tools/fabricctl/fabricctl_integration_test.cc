@@ -25,6 +25,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct RunResult {
   int exit_code = -1;
@@ -306,6 +307,21 @@ TEST(FabricctlDevicesTest, TextTableAndBadConfig) {
       {"devices", "--sysfs-root", Tree("rxe") + "/sys", "--config", "/nonexistent/fabric.yaml"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("nonexistent"));
+}
+
+// libibverbs and libefa are loaded at run time (agent/verbs): the binary
+// starts on a host or in an image without rdma-core.
+TEST(FabricctlCliTest, LinksNeitherLibibverbsNorLibefa) {
+  FILE* p = popen(("readelf -d " + std::string(FABRICCTL_BINARY) + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr("(NEEDED)"));
+  EXPECT_THAT(out, Not(HasSubstr("libibverbs")));
+  EXPECT_THAT(out, Not(HasSubstr("libefa")));
+  EXPECT_THAT(out, Not(HasSubstr("libfabric")));
 }
 
 TEST(FabricctlCliTest, HelpAndUsageErrors) {
