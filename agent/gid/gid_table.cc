@@ -131,7 +131,7 @@ absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const SysfsLayout& layout,
     auto type = ReadTrimmed(absl::StrCat(types, "/", i));
     if (!type.ok()) {
       if (IsTransientReadError(type.status())) return type.status();
-      continue;  // emptied between the two reads (ENODATA)
+      continue;  // emptied between the two reads
     }
     GidEntry e;
     e.index = i;

@@ -7,9 +7,10 @@
 //                                  "%pI6": eight 4-digit hex groups, never compressed.
 //                                  An empty slot reads as the all-zero GID, no error.
 //   ports/<n>/gid_attrs/types/<i>  "IB/RoCE v1" or "RoCE v2"; an empty slot fails the
-//                                  read (ENODATA since Linux 5.10, EINVAL before).
+//                                  read (EINVAL on Linux 6.1, measured in the soft-RoCE VM;
+//                                  the reader never relies on which errno).
 //   ports/<n>/gid_attrs/ndevs/<i>  the netdev's name; EINVAL for a slot without one
-//                                  (InfiniBand, EFA), ENODATA/EINVAL for an empty slot.
+//                                  (InfiniBand, EFA) and for an empty slot.
 // A RoCE port holds each IP address of its netdev (and of upper devices such
 // as VLANs) once per RoCE version; IPv4 as ::ffff:a.b.c.d. The kernel puts a
 // new entry into the lowest free slot (cache.c find_gid), which is why a

@@ -86,8 +86,8 @@ class FakeSysfs {
                     const std::string& phys_state);
   // The GID table as the kernel shows it (fabric-facts §1.1, agent/gid): every
   // slot has a gids/<i> file, an empty one reading as the all-zero GID, and
-  // its gid_attrs/{types,ndevs}/<i> reads fail (ENODATA), which a file tree
-  // models as absent. The builders write only the populated slots;
+  // its gid_attrs/{types,ndevs}/<i> reads fail (EINVAL on Linux 6.1), which a
+  // file tree models as absent. The builders write only the populated slots;
   // SetGidTableLength pads the table to the driver's length (rxe 1024,
   // mlx5 RoCE 256) with empty slots.
   void SetGidTableLength(const std::string& ibdev, int port, int length);

@@ -12,12 +12,6 @@
 namespace fabric::fabricctl {
 namespace {
 
-std::string ErrName(int err) {
-  if (err == 0) return "";
-  const char* name = strerrorname_np(err);
-  return fmt::format("{} ({})", name ? name : fmt::format("errno {}", err), std::strerror(err));
-}
-
 StageView FromOutcome(int number, const char* name, const StageOutcome& o) {
   return StageView{number, name, o.status, o.detail, o.err};
 }
@@ -91,16 +85,22 @@ StageView JudgeMr(const FabricDeviceFacts& d, const MemlockText& memlock) {
         "{}: {} with RLIMIT_MEMLOCK soft {}, hard {}, {}: raise the limit (the agent's CDI "
         "memlock hook, --cdi-devices, or memlock unlimited in the container runtime) or grant "
         "IPC_LOCK",
-        d.mr.detail, ErrName(d.mr.err), memlock.soft, memlock.hard,
+        d.mr.detail, ErrnoString(d.mr.err), memlock.soft, memlock.hard,
         memlock.cap_ipc_lock ? "CAP_IPC_LOCK held" : "no CAP_IPC_LOCK");
   } else {
     v.message = fmt::format("{}: {}: the device or its driver refused the registration",
-                            d.mr.detail, ErrName(d.mr.err));
+                            d.mr.detail, ErrnoString(d.mr.err));
   }
   return v;
 }
 
 }  // namespace
+
+std::string ErrnoString(int err) {
+  if (err == 0) return "";
+  const char* name = strerrorname_np(err);
+  return fmt::format("{} ({})", name ? name : fmt::format("errno {}", err), std::strerror(err));
+}
 
 std::string StageStatusName(StageStatus s) {
   switch (s) {
@@ -127,10 +127,10 @@ std::vector<StageView> StagesOf(const FabricDeviceFacts& d, const GidEnv& env,
       open.message = fmt::format(
           "{}: {}: this container was not granted {}; request its resource instead of a "
           "hostPath of /dev/infiniband",
-          d.open.detail, ErrName(d.open.err), d.ibdev);
+          d.open.detail, ErrnoString(d.open.err), d.ibdev);
     } else {
       open.message = fmt::format("{}: {}: stale node or driver not loaded on the host",
-                                 d.open.detail, ErrName(d.open.err));
+                                 d.open.detail, ErrnoString(d.open.err));
     }
   } else if (open.status == StageStatus::kOk) {
     open.message = fmt::format("{} opened", d.ibdev);
@@ -162,7 +162,7 @@ std::vector<StageView> StagesOf(const FabricDeviceFacts& d, const GidEnv& env,
     qp.message = fmt::format("{} QP {} created", d.qp_type, d.qpn);
   } else if (d.qp.status == StageStatus::kFailed) {
     qp.message = fmt::format("{}: {}: the provider cannot create the queues an engine needs",
-                             d.qp.detail, ErrName(d.qp.err));
+                             d.qp.detail, ErrnoString(d.qp.err));
   }
   out.push_back(qp);
 
@@ -177,7 +177,7 @@ std::vector<StageView> StagesOf(const FabricDeviceFacts& d, const GidEnv& env,
     lb.message = fmt::format(
         "{}{}: the data path of port {} does not work (RoCE: the GID's address and route; "
         "InfiniBand: LID and subnet manager)",
-        d.loopback.detail, d.loopback.err ? ": " + ErrName(d.loopback.err) : "", d.gid_port);
+        d.loopback.detail, d.loopback.err ? ": " + ErrnoString(d.loopback.err) : "", d.gid_port);
   }
   out.push_back(lb);
   return out;
@@ -189,7 +189,7 @@ nlohmann::ordered_json FabricDeviceJson(const FabricDeviceFacts& d, const GidEnv
   json stages = json::array();
   for (const StageView& s : StagesOf(d, env, memlock)) {
     json j = {{"stage", s.number},    {"name", s.name}, {"status", StageStatusName(s.status)},
-              {"message", s.message}, {"errno", s.err}, {"error", ErrName(s.err)}};
+              {"message", s.message}, {"errno", s.err}, {"error", ErrnoString(s.err)}};
     switch (s.number) {
       case 2: {
         json ports = json::array();

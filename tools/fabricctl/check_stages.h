@@ -23,6 +23,9 @@
 
 namespace fabric::fabricctl {
 
+// "EACCES (Permission denied)"; "" for 0.
+std::string ErrnoString(int err);
+
 enum class StageStatus { kOk, kFailed, kSkipped };
 std::string StageStatusName(StageStatus s);  // "ok" | "failed" | "skipped"
 

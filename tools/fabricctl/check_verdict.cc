@@ -114,12 +114,6 @@ bool ProviderSatisfies(const std::string& requested, const std::string& offered)
   return offered == requested || CoreProviderName(offered) == requested;
 }
 
-std::string ErrnoString(int err) {
-  if (err == 0) return "";
-  const char* name = strerrorname_np(err);
-  return fmt::format("{} ({})", name ? name : fmt::format("errno {}", err), std::strerror(err));
-}
-
 // Precedence, most important first:
 //  1. not-granted: the node is listed (libibverbs stat()s it, so the device
 //     shows up) but open() is denied. libfabric's EFA provider then drops ALL

@@ -106,9 +106,6 @@ bool ProviderSatisfies(const std::string& requested, const std::string& offered)
 // The verdict. Pure; precedence explained in check_verdict.cc.
 CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy);
 
-// "EACCES (Permission denied)"; "" for 0.
-std::string ErrnoString(int err);
-
 MemlockText MemlockTextOf(const MemlockFacts& m);
 
 nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
