@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -263,6 +265,37 @@ TEST_F(FabricctlCheckTest, ProviderMissing) {
   RunResult r = RunFabricctl(Check({"--provider", "efa", "--min-memlock", "1k"}));
   EXPECT_EQ(r.exit_code, 6) << r.out;
   EXPECT_EQ(ParseJson(r)["verdict"], "provider-missing");
+}
+
+// --wait: an init container's check retries until the node appears...
+TEST_F(FabricctlCheckTest, WaitRetriesUntilTheFabricIsThere) {
+  const auto start = std::chrono::steady_clock::now();
+  std::thread grant([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    Node("uverbs0", 0666);
+  });
+  RunResult r = RunFabricctl(Check({"--wait", "20s", "--min-memlock", "1k"}));
+  grant.join();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ParseJson(r)["verdict"], "ok");
+  EXPECT_THAT(r.err, HasSubstr("fabricctl check: no-devices: "));
+  EXPECT_THAT(r.err, HasSubstr("retrying"));
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 15);
+}
+
+// ...and gives up once D has passed, with the last attempt's verdict.
+TEST_F(FabricctlCheckTest, WaitGivesUpAfterTheDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = RunFabricctl(Check({"--wait", "1500ms"}));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 5) << r.out << r.err;
+  EXPECT_EQ(ParseJson(r)["verdict"], "no-devices");
+  EXPECT_GE(secs, 1.5);
+  EXPECT_LT(secs, 10);
 }
 
 TEST_F(FabricctlCheckTest, MemlockTooLow) {
