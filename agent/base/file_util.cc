@@ -133,6 +133,19 @@ absl::StatusOr<std::vector<std::string>> ListDirFast(const std::string& path) {
   return names;
 }
 
+bool IsTransientReadError(const absl::Status& status) {
+  // EMFILE/ENFILE/ENOMEM/ENOSPC map to kResourceExhausted, EAGAIN/EBUSY to
+  // kUnavailable, EINTR to kAborted: none says anything about the device.
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool PathExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;

@@ -37,6 +37,10 @@ absl::StatusOr<std::string> RealPath(const std::string& path);
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
 // The same in plain byte order: cheaper, for change detection in poll loops.
 absl::StatusOr<std::vector<std::string>> ListDirFast(const std::string& path);
+// EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR...: the read failed for a reason that
+// says nothing about the file's owner (retry), unlike ENOENT or malformed
+// content (skip it). Used by every sysfs walk (discovery, the GID tables).
+bool IsTransientReadError(const absl::Status& status);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Last path component ("a/b/c" -> "c").

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -178,11 +179,37 @@ absl::StatusOr<Selector> ParseSelector(const YAML::Node& node, const std::string
   return sel;
 }
 
+absl::StatusOr<std::vector<EnvPreset>> ParseEnvPresets(const YAML::Node& node,
+                                                       const std::string& source,
+                                                       const std::string& key) {
+  static const std::vector<EnvPreset> kAll = {EnvPreset::kMooncake, EnvPreset::kNccl,
+                                              EnvPreset::kUcx, EnvPreset::kLibfabric};
+  FABRIC_ASSIGN_OR_RETURN(std::vector<std::string> names, StringList(node, source, key));
+  std::set<EnvPreset> chosen;
+  for (const std::string& n : names) {
+    auto it =
+        std::find_if(kAll.begin(), kAll.end(), [&](EnvPreset p) { return EnvPresetName(p) == n; });
+    if (it == kAll.end()) {
+      return KeyError(source, key,
+                      absl::StrCat("'", absl::CHexEscape(n.substr(0, 64)),
+                                   "' is not a preset (mooncake, nccl, ucx, libfabric)"));
+    }
+    if (!chosen.insert(*it).second) {
+      return KeyError(source, key, absl::StrCat("'", n, "' is listed twice"));
+    }
+  }
+  std::vector<EnvPreset> out;
+  for (EnvPreset p : kAll) {
+    if (chosen.count(p)) out.push_back(p);
+  }
+  return out;
+}
+
 absl::StatusOr<PoolConfig> ParsePool(const YAML::Node& node, const std::string& source,
                                      const std::string& where) {
   if (!node.IsMap()) return KeyError(source, where, "expected a mapping");
   FABRIC_RETURN_IF_ERROR(
-      CheckKeys(node, {"name", "mode", "tokensPerDevice", "selector"}, source, where));
+      CheckKeys(node, {"name", "mode", "tokensPerDevice", "selector", "env"}, source, where));
   PoolConfig pool;
   if (!node["name"] || !node["name"].IsScalar()) {
     return KeyError(source, where + ".name", "required");
@@ -209,6 +236,9 @@ absl::StatusOr<PoolConfig> ParsePool(const YAML::Node& node, const std::string& 
   if (!node["selector"]) return KeyError(source, where + ".selector", "required");
   FABRIC_ASSIGN_OR_RETURN(pool.selector,
                           ParseSelector(node["selector"], source, where + ".selector"));
+  if (node["env"]) {
+    FABRIC_ASSIGN_OR_RETURN(pool.env, ParseEnvPresets(node["env"], source, where + ".env"));
+  }
   return pool;
 }
 
@@ -278,6 +308,20 @@ bool Contains(const std::vector<T>& v, const T& x) {
 }
 
 }  // namespace
+
+std::string EnvPresetName(EnvPreset p) {
+  switch (p) {
+    case EnvPreset::kMooncake:
+      return "mooncake";
+    case EnvPreset::kNccl:
+      return "nccl";
+    case EnvPreset::kUcx:
+      return "ucx";
+    case EnvPreset::kLibfabric:
+      return "libfabric";
+  }
+  return "?";
+}
 
 std::string PoolModeName(PoolMode m) { return m == PoolMode::kShared ? "shared" : "exclusive"; }
 

@@ -55,11 +55,19 @@ struct HealthConfig {
   EfaHealthRule efa;
 };
 
+// Environment presets: which engines' variables a grant of the pool carries,
+// pointing them at exactly the granted devices (agent/engine_env).
+enum class EnvPreset { kMooncake, kNccl, kUcx, kLibfabric };
+std::string EnvPresetName(EnvPreset p);  // "mooncake" | "nccl" | "ucx" | "libfabric"
+
 struct PoolConfig {
   std::string name;  // extended resource name, e.g. "vpc.amazonaws.com/efa"
   PoolMode mode = PoolMode::kExclusive;
   int tokens_per_device = 64;  // shared pools only
   Selector selector;
+  // `env:` in the config, in a fixed order without repeats; empty (the
+  // default) adds no engine variable, so existing Pods see no change.
+  std::vector<EnvPreset> env = {};
   // Socket file name for this pool, derived from the resource name.
   std::string SocketName() const;
 };

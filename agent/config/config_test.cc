@@ -104,6 +104,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"pools: [{name: a.com/x, selector: {ibdevNames: ['mlx5_[0']}}]", "unclosed"},
         BadCase{"pools: [{name: a.com/x, selector: {linkTypes: [IB]}}]", "linkTypes"},
         BadCase{"pools: [{name: a.com/x, selector: {isVF: maybe}}]", "isVF"},
+        BadCase{"pools: [{name: a.com/x, selector: {}, env: [mooncake, rccl]}]",
+                "pools[0].env: 'rccl' is not a preset (mooncake, nccl, ucx, libfabric)"},
+        BadCase{"pools: [{name: a.com/x, selector: {}, env: [nccl, nccl]}]",
+                "pools[0].env: 'nccl' is listed twice"},
+        BadCase{"pools: [{name: a.com/x, selector: {}, env: {nccl: true}}]",
+                "pools[0].env: expected a string or a list of strings"},
+        BadCase{"pools: [{name: a.com/x, selector: {}, env: [NCCL]}]", "'NCCL' is not a preset"},
         BadCase{"pools: [{name: a.com/x}]", "pools[0].selector: required"},
         BadCase{"pools: [{name: a.com/x, selector: {}}, {name: a.com/x, selector: {}}]",
                 "duplicate"},
@@ -124,6 +131,29 @@ INSTANTIATE_TEST_SUITE_P(
                 "\"cm\\x1a\" is not a counter file name"},
         BadCase{"health: {efa: {errorCounters: {\"..\": 1}}}", "not a counter file name"},
         BadCase{"health: {efa: {errorCounters: {a/b: 1}}}", "not a counter file name"}));
+
+TEST(ParseConfigTest, EnvPresetsPerPoolDefaultNone) {
+  auto c = ParseConfig(R"(
+pools:
+  - name: example.com/roce
+    selector: {linkTypes: [Ethernet]}
+    env: [ucx, mooncake, nccl]
+  - name: example.com/efa
+    selector: {kinds: efa}
+    env: libfabric
+  - name: example.com/plain
+    selector: {}
+)",
+                       "test.yaml");
+  ASSERT_OK(c);
+  // A fixed order, whatever the file's.
+  EXPECT_THAT(c->pools[0].env,
+              ElementsAre(EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kUcx));
+  EXPECT_THAT(c->pools[1].env, ElementsAre(EnvPreset::kLibfabric));
+  EXPECT_TRUE(c->pools[2].env.empty());
+  for (const PoolConfig& p : DefaultConfig().pools) EXPECT_TRUE(p.env.empty()) << p.name;
+  EXPECT_EQ(EnvPresetName(EnvPreset::kUcx), "ucx");
+}
 
 TEST(ResourceNameTest, KubeletRules) {
   EXPECT_OK(ValidateResourceName("vpc.amazonaws.com/efa"));

@@ -300,6 +300,7 @@ int main(int argc, char** argv) {
   dra.kubelet_root = absl::GetFlag(FLAGS_kubelet_root);
   dra.plugins_registry_dir = opts.paths.plugins_registry_dir;
   dra.state_dir = opts.paths.state_dir;
+  dra.cdi_dir = opts.paths.cdi_dir;
   dra.slices.taint_unhealthy = absl::GetFlag(FLAGS_dra_taint_unhealthy);
   // A node that ran the device-plugin agent: its grants stay until their Pods end.
   dra.podresources_socket = opts.paths.PodResourcesSocket();

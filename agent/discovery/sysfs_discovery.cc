@@ -11,6 +11,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/base/utf8.h"
+#include "agent/gid/gid_table.h"
 #include "agent/inventory/sysfs_layout.h"
 
 namespace fabric {
@@ -224,19 +225,6 @@ absl::StatusOr<PortInfo> ReadPort(const std::string& port_dir, int number) {
 
 }  // namespace
 
-bool IsTransientReadError(const absl::Status& status) {
-  // EMFILE/ENFILE/ENOMEM/ENOSPC map to kResourceExhausted, EAGAIN/EBUSY to
-  // kUnavailable, EINTR to kAborted: none says anything about the device.
-  switch (status.code()) {
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool ParseNumberedState(const std::string& text, int* code, std::string* name) {
   size_t colon = text.find(':');
   if (colon == std::string::npos) return false;
@@ -338,6 +326,17 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths) {
       if (!port->netdev.empty()) {
         std::vector<std::string> nd = UsableNetdevs(name, {port->netdev}, &inv);
         port->netdev = nd.empty() ? "" : nd[0];
+      }
+      // The GID table only feeds the engine environment: one that cannot be
+      // read leaves the device served, with the reason kept for /v1/node.
+      auto gids = gid::ReadGidTable(layout, name, number);
+      if (gids.ok()) {
+        port->gids = *std::move(gids);
+      } else if (IsTransientReadError(gids.status())) {
+        return gids.status();
+      } else if (!absl::IsNotFound(gids.status())) {
+        port->gid_error = std::string(gids.status().message());
+        Warn(&inv, absl::StrCat("RDMA device ", name, " port ", number, ": ", port->gid_error));
       }
       dev.ports.push_back(*port);
     }

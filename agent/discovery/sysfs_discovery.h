@@ -8,6 +8,7 @@
 #define FABRIC_AGENT_DISCOVERY_SYSFS_DISCOVERY_H_
 
 #include "absl/status/statusor.h"
+#include "agent/base/file_util.h"  // IsTransientReadError
 #include "agent/base/host_paths.h"
 #include "agent/model/device.h"
 
@@ -31,11 +32,6 @@ absl::StatusOr<NodeInventory> DiscoverNode(const HostPaths& paths);
 // netns-tagged) and PCI function remain. Ports and netdevs are not known.
 // kNotFound when no verbs node names `ibdev`.
 absl::StatusOr<RdmaDevice> DescribeFromVerbsNode(const HostPaths& paths, const std::string& ibdev);
-
-// EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR...: the read failed for a reason that
-// says nothing about the device (retry), unlike ENOENT or malformed content
-// (skip the device).
-bool IsTransientReadError(const absl::Status& status);
 
 // True for an Amazon (0x1d0f) function bound to the efa driver or carrying an
 // EFA device id (0xefa0-0xefa4). Never decided by name: p6-b200 mixes EFA

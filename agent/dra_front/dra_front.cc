@@ -59,9 +59,14 @@ DraFront::DraFront(DraFrontOptions options, std::unique_ptr<kubeapi::KubeClient>
   kubeapi::WatchOptions wo;
   wo.collection_path = kResourceClaimsPath;
   claim_watch_ = std::make_unique<kubeapi::Watch>(client_.get(), wo, claims_.get());
+  if (!options_.cdi_dir.empty()) {
+    env_specs_ = std::make_unique<ClaimEnvSpecs>(
+        options_.cdi_dir, options_.state_dir + "/dra/claim-cdi", kDriverName);
+  }
   preparer_ = std::make_unique<DraDevicePreparer>(
       registry_, [this] { return Names(); },
-      [side_files](const std::string& kind) { return side_files->CdiSpecReady(kind); });
+      [side_files](const std::string& kind) { return side_files->CdiSpecReady(kind); },
+      env_specs_.get());
   DraPluginOptions dp;
   dp.node_name = options_.node_name;
   dp.state_dir = options_.state_dir + "/dra";
@@ -210,6 +215,18 @@ void DraFront::PublishHealth() {
 }
 
 absl::Status DraFront::Start() {
+  // Claims prepared before a reboot keep their engine environment: the
+  // kubelet answers them from our checkpoint, without a new Prepare.
+  if (env_specs_) {
+    absl::StatusOr<int> restored = env_specs_->Restore();
+    if (!restored.ok()) {
+      LogError(Component::kDra, "claims' engine-environment CDI entries not restored: {}",
+               restored.status().message());
+    } else if (*restored > 0) {
+      LogInfo(Component::kDra, "restored {} claim engine-environment CDI entr{}", *restored,
+              *restored == 1 ? "y" : "ies");
+    }
+  }
   // The first sync runs on the publisher's thread at once: an API server
   // that does not answer must not hold up /healthz (the liveness probe).
   // Until it succeeds, /readyz says why.

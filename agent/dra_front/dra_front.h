@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "agent/daemon/kubelet_front.h"
 #include "agent/daemon/side_files.h"
+#include "agent/dra_front/claim_env_specs.h"
 #include "agent/dra_front/claim_holds.h"
 #include "agent/dra_front/dra_device_preparer.h"
 #include "agent/dra_front/slice_publisher.h"
@@ -42,6 +43,10 @@ struct DraFrontOptions {
   std::string kubelet_root = "/var/lib/kubelet";
   std::string plugins_registry_dir;  // empty: <kubelet_root>/plugins_registry
   std::string state_dir;             // the prepared-claims checkpoint goes in <state_dir>/dra
+  // Where the claims' engine-environment CDI entries go (ClaimEnvSpecs;
+  // mirrored in <state_dir>/dra/claim-cdi). Empty: pools' env presets are
+  // not applied in DRA mode.
+  std::string cdi_dir;
   SliceOptions slices;
   absl::Duration slice_resync = absl::Minutes(1);
   // Grants the device-plugin mode made before the node moved to DRA: read
@@ -95,6 +100,7 @@ class DraFront : public KubeletFront {
   std::unique_ptr<ClaimHolds> claims_;
   std::unique_ptr<kubeapi::Watch> claim_watch_;
   std::thread claim_thread_;
+  std::unique_ptr<ClaimEnvSpecs> env_specs_;  // null without a CDI dir
   std::unique_ptr<DraDevicePreparer> preparer_;
   std::unique_ptr<DraPluginService> plugin_;
   std::unique_ptr<DraHealthService> health_;

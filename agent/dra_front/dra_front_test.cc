@@ -1,21 +1,26 @@
 // ClaimHolds (allocated ResourceClaims -> holds) and DraDevicePreparer
 // (published names -> PoolRegistry::Claim + CDI names) over a real registry.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/base/file_util.h"
 #include "agent/config/config.h"
 #include "agent/dra/dra_names.h"
+#include "agent/dra_front/claim_env_specs.h"
 #include "agent/dra_front/claim_holds.h"
 #include "agent/dra_front/dra_device_preparer.h"
 #include "agent/pools/pool_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/test_dirs.h"
 
 namespace fabric::dra {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kRdma[] = "device.gpustack.ai/rdma";
@@ -141,7 +146,7 @@ TEST_F(DraFrontPartsTest, PrepareClaimsUnitsAndRefusesTheOtherModeOfAHeldDevice)
   auto ids = preparer.Prepare("u1", {NameOf(kShared, "mlx5_0.t1")});
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_EQ(ids->size(), 1u);
-  EXPECT_THAT((*ids)[0], HasSubstr("=mlx5_0"));
+  EXPECT_THAT((*ids)[0], ElementsAre(HasSubstr("=mlx5_0")));
   // The scheduler gave the whole device to another claim between two syncs.
   auto refused = preparer.Prepare("u2", {NameOf(kRdma, "mlx5_0")});
   ASSERT_FALSE(refused.ok());
@@ -161,6 +166,93 @@ TEST_F(DraFrontPartsTest, PrepareWaitsForTheCdiSpec) {
       });
   auto ids = preparer.Prepare("u1", {NameOf(kRdma, "mlx5_0")});
   EXPECT_EQ(ids.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// A claim over devices of pools with env presets gets one more CDI name on
+// every device: its own entry holding the variables for all of them.
+// Both devices as RoCE ports whose RoCE v2 IPv4 GID is index 1.
+NodeInventory RoceNode() {
+  NodeInventory inv;
+  RdmaDevice a = Dev("mlx5_0"), b = Dev("mlx5_1");
+  for (RdmaDevice* d : {&a, &b}) {
+    PortInfo p;
+    p.number = 1;
+    p.link_layer = "Ethernet";
+    p.gids = {{0, "fe80:0000:0000:0000:5054:00ff:fe12:3456", GidType::kRoceV2, "eth0"},
+              {1, "0000:0000:0000:0000:0000:ffff:0a00:020f", GidType::kRoceV2, "eth0"}};
+    d->ports = {p};
+  }
+  inv.devices = {a, b};
+  return inv;
+}
+
+TEST_F(DraFrontPartsTest, PresetsGiveTheClaimItsOwnEngineEnvironmentEntry) {
+  registry_.SetNode(RoceNode(), {});
+  Config c = DefaultConfig();
+  for (PoolConfig& p : c.pools) {
+    p.tokens_per_device = 2;
+    p.env = {EnvPreset::kMooncake, EnvPreset::kNccl};
+  }
+  registry_.ApplyConfig(c);
+  testing::TempDir dir;
+  ClaimEnvSpecs specs(dir.path() + "/cdi", dir.path() + "/state", kDriverName);
+  DraDevicePreparer preparer(
+      &registry_, [this] { return Names(); }, nullptr, &specs);
+  auto ids = preparer.Prepare("u1", {NameOf(kRdma, "mlx5_0"), NameOf(kRdma, "mlx5_1")});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const std::string claim = "fabric.gpustack.ai/claim=claim-u1";
+  EXPECT_THAT((*ids)[0], ElementsAre("device.gpustack.ai/rdma=mlx5_0", claim));
+  EXPECT_THAT((*ids)[1], ElementsAre("device.gpustack.ai/rdma=mlx5_1", claim));
+  auto text = ReadFile(specs.SpecPath("u1"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto spec = nlohmann::json::parse(*text);
+  EXPECT_EQ(spec["kind"], "fabric.gpustack.ai/claim");
+  EXPECT_EQ(spec["devices"][0]["name"], "claim-u1");
+  EXPECT_EQ(
+      spec["devices"][0]["containerEdits"]["env"],
+      nlohmann::json({"MOONCAKE_DEVICE=mlx5_0,mlx5_1", "MC_MS_FILTERS=mlx5_0,mlx5_1",
+                      "MC_GID_INDEX=1", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX=1"}));
+  // Lost with the tmpfs at a reboot: back at the next start.
+  std::filesystem::remove_all(dir.path() + "/cdi");
+  auto restored = specs.Restore();
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ(*restored, 1);
+  EXPECT_TRUE(PathExists(specs.SpecPath("u1")));
+  ASSERT_TRUE(preparer.Unprepare("u1").ok());
+  EXPECT_FALSE(PathExists(specs.SpecPath("u1")));
+  EXPECT_EQ(*specs.Restore(), 0);
+  EXPECT_FALSE(specs.Remove("../escape").ok());
+}
+
+// One claim, two pools: a variable they set differently is left out.
+TEST_F(DraFrontPartsTest, PoolsThatDisagreeLeaveTheVariableOut) {
+  registry_.SetNode(RoceNode(), {});
+  Config c = DefaultConfig();
+  for (PoolConfig& p : c.pools) {
+    p.tokens_per_device = 2;
+    p.env = {EnvPreset::kUcx};
+  }
+  registry_.ApplyConfig(c);
+  engine_env::EngineEnv env =
+      ClaimEngineEnv(registry_, {{kRdma, {"mlx5_0"}}, {kShared, {"mlx5_1"}}});
+  EXPECT_TRUE(env.vars.empty());
+  ASSERT_EQ(env.notes.size(), 1u);
+  EXPECT_THAT(env.notes[0], HasSubstr("UCX_NET_DEVICES not set"));
+  env = ClaimEngineEnv(registry_, {{kRdma, {"mlx5_0"}}});
+  EXPECT_EQ(env.vars,
+            (std::vector<std::pair<std::string, std::string>>{{"UCX_NET_DEVICES", "mlx5_0:1"}}));
+}
+
+// Presets off (the default): the claim's answer is what it always was.
+TEST_F(DraFrontPartsTest, NoPresetsNoEntry) {
+  testing::TempDir dir;
+  ClaimEnvSpecs specs(dir.path() + "/cdi", dir.path() + "/state", kDriverName);
+  DraDevicePreparer preparer(
+      &registry_, [this] { return Names(); }, nullptr, &specs);
+  auto ids = preparer.Prepare("u1", {NameOf(kRdma, "mlx5_0")});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_THAT((*ids)[0], ElementsAre("device.gpustack.ai/rdma=mlx5_0"));
+  EXPECT_FALSE(PathExists(specs.SpecPath("u1")));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "agent/base/mono_clock.h"
 #include "agent/base/utf8.h"
 #include "agent/discovery/sysfs_discovery.h"
+#include "agent/gid/gid_table.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {
@@ -87,8 +88,20 @@ RdmaDevice FromJson(const json& j) {
   return d;
 }
 
+std::string DescribeGidChoice(const gid::RoceV2Ipv4& c) {
+  if (!c.index) return absl::StrCat("none (", c.reason, ")");
+  return absl::StrCat("index ", *c.index, " (", c.ipv4, c.netdev.empty() ? "" : " on ", c.netdev,
+                      ")");
+}
+
 bool SameDevices(const NodeInventory& a, const NodeInventory& b) {
-  auto same_name = [](const RdmaDevice& x, const RdmaDevice& y) { return x.name == y.name; };
+  auto same_name = [](const RdmaDevice& x, const RdmaDevice& y) {
+    if (x.name != y.name || x.ports.size() != y.ports.size()) return false;
+    for (size_t i = 0; i < x.ports.size(); ++i) {
+      if (x.ports[i].gids != y.ports[i].gids) return false;  // a new GID is news too
+    }
+    return true;
+  };
   return std::equal(a.devices.begin(), a.devices.end(), b.devices.begin(), b.devices.end(),
                     same_name) &&
          a.in_pod_netns == b.in_pod_netns;
@@ -219,40 +232,96 @@ bool Inventory::Poll(absl::Time now) {
     auto listing = Listing();
     const bool listing_changed = !listing.ok() || *listing != listing_;
     const bool skip_retry = !failing_ && !listing_changed && skipping_;
-    if (!failing_ && !listing_changed && !(skipping_ && now >= retry_at_)) return false;
-    absl::StatusOr<NodeInventory> inv =
-        listing.ok() ? Build(/*strict=*/true) : absl::StatusOr<NodeInventory>(listing.status());
-    if (!inv.ok()) {
-      // An error is not "no devices": keep the last good list, retry later.
-      failing_ = true;
-      ++failed_attempts_;
-      retry_at_ = now + backoff_;
-      LogWarn(Component::kDiscovery,
-              "rediscovery failed (attempt {}), keeping the last {} device(s), retry in {}: {}",
-              failed_attempts_, current_.devices.size(), absl::FormatDuration(backoff_),
-              inv.status().message());
-      backoff_ = std::min(backoff_ * 2, options_.retry_max);
+    if (!failing_ && !listing_changed && !(skipping_ && now >= retry_at_)) {
+      if (!RefreshGidsLocked(now)) return false;
+      published = current_;
+    } else if (!RediscoverLocked(listing, skip_retry, now)) {
       return false;
+    } else {
+      published = current_;
     }
-    if (failing_) {
-      LogInfo(Component::kDiscovery, "rediscovery succeeded after {} failed attempt(s)",
-              failed_attempts_);
-    }
-    failing_ = false;
-    backoff_ = options_.retry_initial;
-    listing_ = *listing;
-    // A device skipped for a file it could not read or parse (garbage for a
-    // moment, mid hot-plug) would otherwise stay unlisted until some other
-    // device changes the listing: look again, with a bounded backoff.
-    NoteSkips(*inv, now);
-    // A retry that finds the same devices is not worth publishing.
-    const bool same = skip_retry && SameDevices(*inv, current_);
-    Accept(*std::move(inv));
-    if (same) return false;
-    published = current_;
   }
   if (publish_) publish_(published);
   return true;
+}
+
+bool Inventory::RediscoverLocked(const absl::StatusOr<std::vector<std::string>>& listing,
+                                 bool skip_retry, absl::Time now) {
+  absl::StatusOr<NodeInventory> inv =
+      listing.ok() ? Build(/*strict=*/true) : absl::StatusOr<NodeInventory>(listing.status());
+  if (!inv.ok()) {
+    // An error is not "no devices": keep the last good list, retry later.
+    failing_ = true;
+    ++failed_attempts_;
+    retry_at_ = now + backoff_;
+    LogWarn(Component::kDiscovery,
+            "rediscovery failed (attempt {}), keeping the last {} device(s), retry in {}: {}",
+            failed_attempts_, current_.devices.size(), absl::FormatDuration(backoff_),
+            inv.status().message());
+    backoff_ = std::min(backoff_ * 2, options_.retry_max);
+    return false;
+  }
+  if (failing_) {
+    LogInfo(Component::kDiscovery, "rediscovery succeeded after {} failed attempt(s)",
+            failed_attempts_);
+  }
+  failing_ = false;
+  backoff_ = options_.retry_initial;
+  listing_ = *listing;
+  // A device skipped for a file it could not read or parse (garbage for a
+  // moment, mid hot-plug) would otherwise stay unlisted until some other
+  // device changes the listing: look again, with a bounded backoff.
+  NoteSkips(*inv, now);
+  // A retry that finds the same devices is not worth publishing.
+  const bool same = skip_retry && SameDevices(*inv, current_);
+  Accept(*std::move(inv));
+  gid_full_at_ = now;  // the walk read every table
+  return !same;
+}
+
+bool Inventory::RefreshGidsLocked(absl::Time now) {
+  const bool full = now - gid_full_at_ >= options_.gid_full_scan;
+  if (full) gid_full_at_ = now;
+  bool changed = false;
+  for (RdmaDevice& dev : current_.devices) {
+    if (current_.in_pod_netns.count(dev.name)) continue;  // not in this view
+    for (PortInfo& port : dev.ports) {
+      // Only RoCE tables follow the netdev's addresses; IB and EFA GIDs are
+      // the port's own and need no polling (a walk reads them).
+      if (port.link_layer != "Ethernet" || dev.kind == DeviceKind::kEfa) continue;
+      gid::GidScan scan;
+      if (!full) {
+        scan.limit = gid::ScanLimit(port.gids);
+        scan.previous = &port.gids;
+      }
+      auto read = gid::ReadGidTable(layout_, dev.name, port.number, scan);
+      // A bounded read is the whole table too: the slots past the limit were
+      // empty at the last read, and a new entry takes the lowest free slot.
+      std::vector<GidEntry> gids = port.gids;
+      std::string error;
+      if (read.ok()) {
+        gids = *std::move(read);
+      } else if (IsTransientReadError(read.status()) || absl::IsNotFound(read.status())) {
+        continue;  // next poll; a vanished device shows in the listing
+      } else {
+        error = std::string(read.status().message());
+      }
+      if (gids == port.gids && error == port.gid_error) continue;
+      const gid::RoceV2Ipv4 before = gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa);
+      port.gids = std::move(gids);
+      port.gid_error = std::move(error);
+      const gid::RoceV2Ipv4 after = gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa);
+      if (before.index != after.index || before.ipv4 != after.ipv4) {
+        LogInfo(Component::kDiscovery, "{} port {}: RoCE v2 IPv4 GID {} -> {}", dev.name,
+                port.number, DescribeGidChoice(before), DescribeGidChoice(after));
+      }
+      changed = true;
+    }
+  }
+  if (changed) {
+    for (const RdmaDevice& d : current_.devices) known_[d.name] = d;
+  }
+  return changed;
 }
 
 void Inventory::Start(absl::Duration interval, Publish publish) {

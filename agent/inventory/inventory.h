@@ -52,6 +52,12 @@ struct InventoryOptions {
   absl::Duration skip_retry_max = absl::Seconds(10);
   // The sysfs walk; DiscoverNode unless a test injects faults here.
   std::function<absl::StatusOr<NodeInventory>(const HostPaths&)> walk;
+  // GID tables change without any change in the listings (an address added
+  // to or removed from a RoCE netdev). Every poll re-reads each port's table
+  // up to its highest populated slot + 1, where the kernel puts a new entry
+  // (agent/gid), and every gid_full_scan the whole table. A change is
+  // published like a rediscovery, so the next Allocate answers from it.
+  absl::Duration gid_full_scan = absl::Seconds(30);
 };
 
 class Inventory {
@@ -88,6 +94,13 @@ class Inventory {
   void Accept(NodeInventory inv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a successful walk: schedules the next look when it skipped a device.
   void NoteSkips(const NodeInventory& inv, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A walk after a listing change or for a retry; true when the result is
+  // worth publishing.
+  bool RediscoverLocked(const absl::StatusOr<std::vector<std::string>>& listing, bool skip_retry,
+                        absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-reads the GID tables of the listed devices (see gid_full_scan); true
+  // when one changed (current_ is updated).
+  bool RefreshGidsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoadState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -110,6 +123,8 @@ class Inventory {
   // The last walk skipped a device: walk again at retry_at_ (skip_backoff_ next).
   bool skipping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration skip_backoff_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // When the GID tables were last read in full (a walk reads them too).
+  absl::Time gid_full_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -50,6 +50,53 @@ TEST(InventoryTest, HotPlugIsRediscoveredAndPublished) {
   EXPECT_EQ(published, 0);  // Poll publishes only once Start() installed a sink
 }
 
+std::vector<int> GidIndexes(const NodeInventory& inv) {
+  std::vector<int> out;
+  for (const GidEntry& e : inv.devices.at(0).ports.at(0).gids) out.push_back(e.index);
+  return out;
+}
+
+// An address added to or removed from a RoCE netdev changes the GID table,
+// not the class listings: the poll still sees it and publishes.
+TEST(InventoryTest, GidTableChangesArePublishedWithoutAListingChange) {
+  FakeSysfs fs;
+  fs.AddRxe("rxe0", "eth0");
+  fs.SetGidTableLength("rxe0", 1, 1024);
+  InventoryOptions options;
+  options.gid_full_scan = absl::Seconds(30);
+  Inventory inv(fs.paths(), options, nullptr);
+  ASSERT_OK(inv.Discover());
+  EXPECT_THAT(GidIndexes(inv.snapshot()), ElementsAre(0, 1));
+  absl::Time t = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(inv.Poll(t));  // the first full scan: the same table
+  fs.SetGid("rxe0", 1, 2, FakeSysfs::Ipv4Gid("10.0.3.15"), "RoCE v2", "eth0");
+  ASSERT_TRUE(inv.Poll(t += absl::Milliseconds(200)));  // a bounded scan sees the lowest free slot
+  EXPECT_THAT(GidIndexes(inv.snapshot()), ElementsAre(0, 1, 2));
+  fs.ClearGid("rxe0", 1, 1);  // 10.0.2.15 removed
+  ASSERT_TRUE(inv.Poll(t += absl::Milliseconds(200)));
+  EXPECT_THAT(GidIndexes(inv.snapshot()), ElementsAre(0, 2));
+  EXPECT_EQ(inv.snapshot().devices[0].ports[0].gids[1].gid,
+            "0000:0000:0000:0000:0000:ffff:0a00:030f");
+  EXPECT_FALSE(inv.Poll(t += absl::Milliseconds(200)));
+  // A slot far past the populated ones: only the periodic full scan reads it.
+  fs.SetGid("rxe0", 1, 700, FakeSysfs::Ipv4Gid("10.0.4.15"), "RoCE v2", "eth0");
+  EXPECT_FALSE(inv.Poll(t += absl::Milliseconds(200)));
+  ASSERT_TRUE(inv.Poll(t += absl::Seconds(30)));
+  EXPECT_THAT(GidIndexes(inv.snapshot()), ElementsAre(0, 2, 700));
+}
+
+// IB and EFA GIDs are the port's own: no polling of their tables.
+TEST(InventoryTest, InfinibandAndEfaTablesAreNotPolled) {
+  FakeSysfs fs;
+  fs.AddMlx5("mlx5_0", "0000:3b:00.0", {});
+  Inventory inv(fs.paths(), {}, nullptr);
+  ASSERT_OK(inv.Discover());
+  fs.SetGid("mlx5_0", 1, 1, "fe80:0000:0000:0000:0000:0000:0000:0001", "IB/RoCE v1", "");
+  absl::Time t = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(inv.Poll(t));
+  EXPECT_FALSE(inv.Poll(t += absl::Minutes(5)));
+}
+
 // The poll thread publishes a hot-plug while readers take snapshots (TSan).
 TEST(InventoryTest, PollThreadPublishesHotPlug) {
   FakeSysfs fs;

@@ -32,6 +32,15 @@ std::string SysfsLayout::PortHwCountersDir(const std::string& ibdev, int port) c
 std::string SysfsLayout::PortPmaCountersDir(const std::string& ibdev, int port) const {
   return PortDir(ibdev, port) + "/counters";
 }
+std::string SysfsLayout::PortGidsDir(const std::string& ibdev, int port) const {
+  return PortDir(ibdev, port) + "/gids";
+}
+std::string SysfsLayout::PortGidTypesDir(const std::string& ibdev, int port) const {
+  return PortDir(ibdev, port) + "/gid_attrs/types";
+}
+std::string SysfsLayout::PortGidNdevsDir(const std::string& ibdev, int port) const {
+  return PortDir(ibdev, port) + "/gid_attrs/ndevs";
+}
 
 std::string SysfsLayout::ClassDirForDevNode(const std::string& name) const {
   if (name == "rdma_cm") return RdmaCmDir();

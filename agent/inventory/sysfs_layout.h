@@ -7,6 +7,7 @@
 //     device -> PCI function (vendor device numa_node driver physfn sriov_numvfs net/)
 //     hw_counters/                               device-level driver counters (EFA, new kernels)
 //     ports/<n>/{state,phys_state,link_layer,rate,gid_attrs/ndevs/0}
+//     ports/<n>/gids/<i>, gid_attrs/{types,ndevs}/<i>   the GID table (agent/gid)
 //     ports/<n>/hw_counters/                     port-level driver counters
 //     ports/<n>/counters/                        IB PMA counters
 //   class/infiniband_verbs/uverbs<N>/{ibdev,dev,device}   not netns-tagged
@@ -45,6 +46,10 @@ class SysfsLayout {
   std::string PortPhysStateFile(const std::string& ibdev, int port) const;
   std::string PortHwCountersDir(const std::string& ibdev, int port) const;
   std::string PortPmaCountersDir(const std::string& ibdev, int port) const;
+  // The GID table: one file per slot in each.
+  std::string PortGidsDir(const std::string& ibdev, int port) const;
+  std::string PortGidTypesDir(const std::string& ibdev, int port) const;
+  std::string PortGidNdevsDir(const std::string& ibdev, int port) const;
 
   // A char-device class entry (uverbsN, umadN, issmN, rdma_cm) by the name
   // of its node under /dev/infiniband; "" for a name the kernel never uses.

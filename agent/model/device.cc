@@ -4,6 +4,18 @@ namespace fabric {
 
 std::string_view DeviceKindName(DeviceKind k) { return k == DeviceKind::kEfa ? "efa" : "rdma"; }
 
+std::string_view GidTypeName(GidType t) {
+  switch (t) {
+    case GidType::kIbRoceV1:
+      return "IB/RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+    case GidType::kOther:
+      break;
+  }
+  return "?";
+}
+
 std::string_view HealthCauseName(HealthCause c) {
   switch (c) {
     case HealthCause::kNone:

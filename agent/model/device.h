@@ -40,6 +40,19 @@ struct PciInfo {
   bool is_vf() const { return !physfn.empty(); }
 };
 
+// One populated entry of a port's GID table (ports/<n>/gids/<index>, with
+// gid_attrs/types/<index> and gid_attrs/ndevs/<index>). Empty entries, which
+// the kernel prints as an all-zero GID, are not kept.
+enum class GidType { kIbRoceV1, kRoceV2, kOther };  // "IB/RoCE v1" | "RoCE v2" | else
+std::string_view GidTypeName(GidType t);            // as the kernel prints it ("?" for kOther)
+struct GidEntry {
+  int index = 0;
+  std::string gid;  // as the kernel prints it: eight 4-digit groups, never compressed
+  GidType type = GidType::kOther;
+  std::string netdev;  // gid_attrs/ndevs/<index>; "" when the kernel names none (IB, EFA)
+  bool operator==(const GidEntry&) const = default;
+};
+
 struct PortInfo {
   int number = 0;
   int state_code = 0;       // 4 = ACTIVE
@@ -49,6 +62,10 @@ struct PortInfo {
   std::string link_layer;   // "InfiniBand" | "Ethernet" | "Unknown"
   std::string rate;         // "100 Gb/sec (4X EDR)"
   std::string netdev;       // RoCE netdev from gid_attrs/ndevs/0, empty if none
+  // The populated GID table entries, by index. Kept current by the inventory
+  // (agent/gid reads them) so that Allocate answers from memory.
+  std::vector<GidEntry> gids = {};
+  std::string gid_error = {};  // why the table could not be read; "" when it was
   bool active() const { return state_code == 4 && phys_state_code == 5; }
 };
 

@@ -29,6 +29,7 @@ std::shared_ptr<const PoolSnapshot> BuildSnapshot(const SnapshotInputs& in) {
   snap->mode = in.pool->mode;
   snap->rdma_cm = in.rdma_cm;
   snap->cdi_kind = in.cdi_kind;
+  snap->env = in.pool->env;
   for (const RdmaDevice& dev : in.devices) {
     snap->devices[dev.name] = dev;
     auto h = in.health.find(dev.name);

@@ -38,6 +38,9 @@ struct PoolSnapshot {
   std::optional<CharDevice> rdma_cm;
   // Allocate also names CDI devices "<cdi_kind>=<device>" when set.
   std::string cdi_kind;
+  // The pool's env presets: a grant also carries the engine variables
+  // (agent/engine_env), computed from `devices` (their GID tables included).
+  std::vector<EnvPreset> env;
 
   const PoolUnit* FindUnit(const std::string& id) const;
   size_t HealthyCount() const;

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/json_text.h"
+#include "agent/engine_env/engine_env.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric::status {
@@ -13,6 +14,36 @@ const Registration* FindRegistration(const StatusInput& in, const std::string& r
     if (r.resource == resource) return &r;
   }
   return nullptr;
+}
+
+// A pool's env presets and, per present device's port, the RoCE v2 IPv4 GID
+// index a grant would carry, or why none; then what a grant of all of them
+// would get (devices that disagree: a grant mixing them gets no index).
+nlohmann::json EngineEnvJson(const PoolRegistry::PoolView& pv, const NodeView& node) {
+  using nlohmann::json;
+  json presets = json::array();
+  for (EnvPreset p : pv.config.env) presets.push_back(EnvPresetName(p));
+  std::vector<const RdmaDevice*> present;
+  for (const auto& [name, dev] : pv.snapshot->devices) {
+    if (const RdmaDevice* live = node.inventory.Find(name)) present.push_back(live);
+  }
+  const std::vector<engine_env::PortGid> gids = engine_env::PortGids(present);
+  json ports = json::array();
+  for (const engine_env::PortGid& g : gids) {
+    ports.push_back({{"device", g.device},
+                     {"port", g.port},
+                     {"gid_index", g.choice.index ? json(*g.choice.index) : json(nullptr)},
+                     {"gid", g.choice.gid},
+                     {"ipv4", g.choice.ipv4},
+                     {"netdev", g.choice.netdev},
+                     {"candidates", g.choice.candidates},
+                     {"reason", g.choice.reason}});
+  }
+  const engine_env::GidAgreement all = engine_env::AgreeOnGidIndex(gids);
+  return {{"presets", presets},
+          {"ports", ports},
+          {"gid_index_all_devices", all.index ? json(*all.index) : json(nullptr)},
+          {"gid_index_reason", all.reason}};
 }
 
 }  // namespace
@@ -138,6 +169,7 @@ std::string NodeJson(const StatusInput& in) {
       p["registration"] = r->mode;
       p["socket"] = r->socket;
     }
+    if (!pv.config.env.empty()) p["engine_env"] = EngineEnvJson(pv, node);
     pools.push_back(p);
   }
   out["pools"] = pools;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/base/file_util.h"
 #include "agent/base/host_paths.h"
+#include "agent/engine_env/engine_env.h"
 
 namespace fabric {
 
@@ -29,8 +30,8 @@ std::shared_ptr<const v1beta1::ListAndWatchResponse> MakeDeviceList(const PoolSn
   return msg;
 }
 
-absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
-    const PoolSnapshot& snap, const v1beta1::ContainerAllocateRequest& req) {
+absl::StatusOr<ContainerGrant> AllocateContainer(const PoolSnapshot& snap,
+                                                 const v1beta1::ContainerAllocateRequest& req) {
   if (req.devices_ids().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(snap.resource, ": empty allocation request"));
   }
@@ -58,10 +59,13 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
   }
 
-  v1beta1::ContainerAllocateResponse resp;
+  ContainerGrant grant;
+  v1beta1::ContainerAllocateResponse& resp = grant.response;
   std::vector<std::string> rdma_names;
+  std::vector<const RdmaDevice*> granted;
   for (const std::string& name : devices) {
     const RdmaDevice& dev = snap.devices.at(name);
+    granted.push_back(&dev);
     auto* spec = resp.add_devices();
     spec->set_container_path(HostDevicePath(dev.uverbs.rel_path));
     spec->set_host_path(HostDevicePath(dev.uverbs.rel_path));
@@ -81,7 +85,10 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     // "=" makes NCCL match names exactly: plain "mlx5_1" would also select mlx5_10.
     (*resp.mutable_envs())["NCCL_IB_HCA"] = absl::StrCat("=", absl::StrJoin(rdma_names, ","));
   }
-  return resp;
+  engine_env::EngineEnv engine = engine_env::ForGrant(snap.env, granted);
+  for (auto& [name, value] : engine.vars) (*resp.mutable_envs())[name] = std::move(value);
+  grant.notes = std::move(engine.notes);
+  return grant;
 }
 
 namespace {

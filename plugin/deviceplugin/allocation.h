@@ -19,14 +19,22 @@ namespace fabric {
 // resource so two resources in one container cannot collide.
 std::string DevicesEnvName(const std::string& resource);
 
+struct ContainerGrant {
+  v1beta1::ContainerAllocateResponse response;
+  // Engine variables the pool's presets left out, and why (for the log).
+  std::vector<std::string> notes;
+};
+
 // The response for one container: a DeviceSpec ("rw") per distinct granted
 // device's verbs node, /dev/infiniband/rdma_cm once when a non-EFA device is
 // granted (EFA does not use rdma_cm), the per-resource env, NCCL_IB_HCA for
-// RDMA devices, and CDI names when the snapshot has a cdi_kind. Never a mount.
+// RDMA devices, the engine variables of the pool's env presets
+// (agent/engine_env; the nccl preset's NCCL_IB_HCA names ports too), and CDI
+// names when the snapshot has a cdi_kind. Never a mount.
 // kNotFound names an unknown ID; kFailedPrecondition an unhealthy one;
 // kInvalidArgument an empty or duplicated request.
-absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
-    const PoolSnapshot& snap, const v1beta1::ContainerAllocateRequest& req);
+absl::StatusOr<ContainerGrant> AllocateContainer(const PoolSnapshot& snap,
+                                                 const v1beta1::ContainerAllocateRequest& req);
 
 // The ListAndWatch message for a snapshot: every unit, "Healthy"/"Unhealthy",
 // TopologyInfo only when the NUMA node is known (never a default node 0).

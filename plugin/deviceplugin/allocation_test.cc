@@ -70,11 +70,12 @@ TEST(AllocateTest, EfaGrantsExactlyTheVerbsNodesWithoutRdmaCm) {
              Dev("rdmap81s0", DeviceKind::kEfa, 1, 2)});
   auto r = AllocateContainer(*f.snap, Req({"rdmap81s0", "rdmap79s0"}));
   ASSERT_OK(r);
-  EXPECT_THAT(Paths(*r), ElementsAre("/dev/infiniband/uverbs2", "/dev/infiniband/uverbs0"));
-  EXPECT_THAT(r->envs(), UnorderedElementsAre(
-                             Pair("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA", "rdmap81s0,rdmap79s0")));
-  EXPECT_TRUE(r->mounts().empty());
-  EXPECT_TRUE(r->cdi_devices().empty());
+  EXPECT_THAT(Paths(r->response),
+              ElementsAre("/dev/infiniband/uverbs2", "/dev/infiniband/uverbs0"));
+  EXPECT_THAT(r->response.envs(), UnorderedElementsAre(Pair("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA",
+                                                            "rdmap81s0,rdmap79s0")));
+  EXPECT_TRUE(r->response.mounts().empty());
+  EXPECT_TRUE(r->response.cdi_devices().empty());
 }
 
 TEST(AllocateTest, RdmaAddsRdmaCmOnceAndNcclHca) {
@@ -84,10 +85,10 @@ TEST(AllocateTest, RdmaAddsRdmaCmOnceAndNcclHca) {
   f.Rebuild();
   auto r = AllocateContainer(*f.snap, Req({"mlx5_0", "mlx5_1"}));
   ASSERT_OK(r);
-  EXPECT_THAT(Paths(*r), ElementsAre("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1",
-                                     "/dev/infiniband/rdma_cm"));
-  EXPECT_EQ(r->envs().at("NCCL_IB_HCA"), "=mlx5_0,mlx5_1");
-  EXPECT_EQ(r->envs().at("FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA"), "mlx5_0,mlx5_1");
+  EXPECT_THAT(Paths(r->response), ElementsAre("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1",
+                                              "/dev/infiniband/rdma_cm"));
+  EXPECT_EQ(r->response.envs().at("NCCL_IB_HCA"), "=mlx5_0,mlx5_1");
+  EXPECT_EQ(r->response.envs().at("FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA"), "mlx5_0,mlx5_1");
 }
 
 TEST(AllocateTest, NoRdmaCmWhenTheNodeHasNone) {
@@ -96,7 +97,7 @@ TEST(AllocateTest, NoRdmaCmWhenTheNodeHasNone) {
   f.Rebuild();
   auto r = AllocateContainer(*f.snap, Req({"mlx5_0"}));
   ASSERT_OK(r);
-  EXPECT_THAT(Paths(*r), ElementsAre("/dev/infiniband/uverbs0"));
+  EXPECT_THAT(Paths(r->response), ElementsAre("/dev/infiniband/uverbs0"));
 }
 
 TEST(AllocateTest, SharedTokensMapToTheirDevice) {
@@ -108,8 +109,9 @@ TEST(AllocateTest, SharedTokensMapToTheirDevice) {
   EXPECT_EQ(f.snap->units[63].id, "mlx5_0.t63");
   auto r = AllocateContainer(*f.snap, Req({"mlx5_1.t07", "mlx5_1.t08"}));
   ASSERT_OK(r);
-  EXPECT_THAT(Paths(*r), ElementsAre("/dev/infiniband/uverbs4", "/dev/infiniband/rdma_cm"));
-  EXPECT_EQ(r->envs().at("NCCL_IB_HCA"), "=mlx5_1");
+  EXPECT_THAT(Paths(r->response),
+              ElementsAre("/dev/infiniband/uverbs4", "/dev/infiniband/rdma_cm"));
+  EXPECT_EQ(r->response.envs().at("NCCL_IB_HCA"), "=mlx5_1");
 }
 
 TEST(AllocateTest, UnknownUnhealthyAndDuplicateIdsAreRefusedNamingTheId) {
@@ -135,8 +137,84 @@ TEST(AllocateTest, CdiNamesWhenEnabled) {
   f.Rebuild();
   auto r = AllocateContainer(*f.snap, Req({"rdmap79s0"}));
   ASSERT_OK(r);
-  ASSERT_EQ(r->cdi_devices_size(), 1);
-  EXPECT_EQ(r->cdi_devices(0).name(), "vpc.amazonaws.com/efa=rdmap79s0");
+  ASSERT_EQ(r->response.cdi_devices_size(), 1);
+  EXPECT_EQ(r->response.cdi_devices(0).name(), "vpc.amazonaws.com/efa=rdmap79s0");
+}
+
+// ---- Env presets, per pool and mode.
+
+RdmaDevice Rxe(const std::string& name, int uverbs, int ipv4_index) {
+  RdmaDevice d = Dev(name, DeviceKind::kRdma, -1, uverbs);
+  d.pci.reset();
+  PortInfo p;
+  p.number = 1;
+  p.link_layer = "Ethernet";
+  p.gids.push_back({0, "fe80:0000:0000:0000:5054:00ff:fe12:3456", GidType::kRoceV2, "eth0"});
+  p.gids.push_back(
+      {ipv4_index, "0000:0000:0000:0000:0000:ffff:0a00:020f", GidType::kRoceV2, "eth0"});
+  d.ports = {p};
+  return d;
+}
+
+TEST(AllocateEnvTest, ExclusivePoolWithMooncakeNcclUcx) {
+  Fixture f(PoolMode::kExclusive, {Rxe("rxe0", 0, 1), Rxe("rxe1", 1, 1)});
+  f.pool.name = "device.gpustack.ai/rdma";
+  f.pool.env = {EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kUcx};
+  f.Rebuild();
+  auto r = AllocateContainer(*f.snap, Req({"rxe1", "rxe0"}));
+  ASSERT_OK(r);
+  EXPECT_THAT(
+      r->response.envs(),
+      UnorderedElementsAre(Pair("FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA", "rxe1,rxe0"),
+                           Pair("MOONCAKE_DEVICE", "rxe1,rxe0"), Pair("MC_MS_FILTERS", "rxe1,rxe0"),
+                           Pair("MC_GID_INDEX", "1"),
+                           // the preset's form: ports named, exact match
+                           Pair("NCCL_IB_HCA", "=rxe1:1,rxe0:1"), Pair("NCCL_IB_GID_INDEX", "1"),
+                           Pair("UCX_NET_DEVICES", "rxe1:1,rxe0:1")));
+  EXPECT_TRUE(r->notes.empty());
+}
+
+TEST(AllocateEnvTest, DisagreeingDevicesLeaveTheIndexOutAndSayWhy) {
+  Fixture f(PoolMode::kExclusive, {Rxe("rxe0", 0, 1), Rxe("rxe1", 1, 2)});
+  f.pool.name = "device.gpustack.ai/rdma";
+  f.pool.env = {EnvPreset::kMooncake};
+  f.Rebuild();
+  auto both = AllocateContainer(*f.snap, Req({"rxe0", "rxe1"}));
+  ASSERT_OK(both);
+  EXPECT_EQ(both->response.envs().count("MC_GID_INDEX"), 0u);
+  ASSERT_EQ(both->notes.size(), 1u);
+  EXPECT_THAT(both->notes[0], HasSubstr("rxe0 port 1: index 1, rxe1 port 1: index 2"));
+  auto one = AllocateContainer(*f.snap, Req({"rxe1"}));
+  ASSERT_OK(one);
+  EXPECT_EQ(one->response.envs().at("MC_GID_INDEX"), "2");
+}
+
+TEST(AllocateEnvTest, SharedTokensNameTheirDeviceOnce) {
+  Fixture f(PoolMode::kShared, {Rxe("rxe0", 0, 1)}, /*tokens=*/8);
+  f.pool.env = {EnvPreset::kUcx, EnvPreset::kNccl};
+  f.Rebuild();
+  auto r = AllocateContainer(*f.snap, Req({"rxe0.t3", "rxe0.t5"}));
+  ASSERT_OK(r);
+  EXPECT_EQ(r->response.envs().at("UCX_NET_DEVICES"), "rxe0:1");
+  EXPECT_EQ(r->response.envs().at("NCCL_IB_HCA"), "=rxe0:1");
+  EXPECT_EQ(r->response.envs().at("NCCL_IB_GID_INDEX"), "1");
+}
+
+TEST(AllocateEnvTest, EfaPoolWithLibfabricAndNoPresetsAtAll) {
+  Fixture f(PoolMode::kExclusive, {Dev("rdmap79s0", DeviceKind::kEfa, 0, 0)});
+  f.pool.env = {EnvPreset::kLibfabric};
+  f.Rebuild();
+  auto r = AllocateContainer(*f.snap, Req({"rdmap79s0"}));
+  ASSERT_OK(r);
+  EXPECT_THAT(r->response.envs(),
+              UnorderedElementsAre(Pair("FABRIC_DEVICES_VPC_AMAZONAWS_COM_EFA", "rdmap79s0"),
+                                   Pair("FI_PROVIDER", "efa")));
+  // The default (no `env:`): what a grant always carried, nothing more.
+  f.pool.env.clear();
+  f.Rebuild();
+  auto plain = AllocateContainer(*f.snap, Req({"rdmap79s0"}));
+  ASSERT_OK(plain);
+  EXPECT_EQ(plain->response.envs_size(), 1);
 }
 
 std::vector<RdmaDevice> TwoNumaEfa(int per_numa) {

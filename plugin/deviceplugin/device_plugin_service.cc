@@ -1,5 +1,6 @@
 #include "plugin/deviceplugin/device_plugin_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -152,13 +153,15 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat(snap->resource, ": no container requests"));
   }
+  std::vector<std::string> notes;
   for (const auto& creq : req->container_requests()) {
     auto c = AllocateContainer(*snap, creq);
     if (!c.ok()) {
       status = ToGrpcStatus(c.status());
       break;
     }
-    *resp->add_container_responses() = std::move(*c);
+    *resp->add_container_responses() = std::move(c->response);
+    notes.insert(notes.end(), c->notes.begin(), c->notes.end());
   }
   if (status.ok() && check_) status = ToGrpcStatus(check_(*snap));
   if (status.ok()) {
@@ -184,6 +187,12 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
       for (const auto& id : c.devices_ids()) ids += (ids.empty() ? "" : ",") + id;
     }
     LogInfo(Component::kPlugin, "{}: allocated {}", snap->resource, ids);
+    // Once per distinct reason: several containers usually share one.
+    std::sort(notes.begin(), notes.end());
+    notes.erase(std::unique(notes.begin(), notes.end()), notes.end());
+    for (const std::string& n : notes) {
+      LogInfo(Component::kPlugin, "{}: engine env for {}: {}", snap->resource, ids, n);
+    }
   }
   pool_->stats().allocate_latency.Observe(secs);
   return Done(ctx, std::move(status));

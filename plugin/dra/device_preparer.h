@@ -19,12 +19,13 @@ namespace fabric::dra {
 class DevicePreparer {
  public:
   virtual ~DevicePreparer() = default;
-  // Makes the claim's devices usable (writes their CDI specs) and returns one
-  // fully qualified CDI device id per given device name, in the same order.
-  // `device_names` are the published (DNS label) names of our pool. Must be
-  // idempotent: after a crash between Prepare and the checkpoint, the same
-  // claim is prepared again.
-  virtual absl::StatusOr<std::vector<std::string>> Prepare(
+  // Makes the claim's devices usable (writes their CDI specs) and returns the
+  // fully qualified CDI device ids of each given device name, in the same
+  // order: the device's own, then any the whole claim shares (its engine
+  // environment). `device_names` are the published (DNS label) names of our
+  // pool. Must be idempotent: after a crash between Prepare and the
+  // checkpoint, the same claim is prepared again.
+  virtual absl::StatusOr<std::vector<std::vector<std::string>>> Prepare(
       const std::string& claim_uid, const std::vector<std::string>& device_names) = 0;
   // Undoes Prepare. An unknown claim is OK (nothing to undo).
   virtual absl::Status Unprepare(const std::string& claim_uid) = 0;
@@ -34,18 +35,18 @@ class DevicePreparer {
 // per device; injectable failures; records every call.
 class FakeDevicePreparer final : public DevicePreparer {
  public:
-  absl::StatusOr<std::vector<std::string>> Prepare(
+  absl::StatusOr<std::vector<std::vector<std::string>>> Prepare(
       const std::string& claim_uid, const std::vector<std::string>& device_names) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++prepare_calls_;
     prepare_log_.push_back(claim_uid);
     if (fail_devices_.count(claim_uid)) return fail_devices_[claim_uid];
-    std::vector<std::string> ids;
+    std::vector<std::vector<std::string>> ids;
     for (const std::string& d : device_names) {
       if (unknown_devices_.count(d)) {
         return absl::NotFoundError(absl::StrCat("device ", d, " is not published on this node"));
       }
-      ids.push_back(absl::StrCat("fabric.gpustack.ai/device=", claim_uid, "-", d));
+      ids.push_back({absl::StrCat("fabric.gpustack.ai/device=", claim_uid, "-", d)});
     }
     prepared_[claim_uid] = device_names;
     return ids;

@@ -258,7 +258,8 @@ drav1::NodePrepareResourceResponse DraPluginService::PrepareOne(const drav1::Cla
     }
     device->request_names.push_back(r.request);
   }
-  absl::StatusOr<std::vector<std::string>> ids = preparer_->Prepare(claim.uid(), device_names);
+  absl::StatusOr<std::vector<std::vector<std::string>>> ids =
+      preparer_->Prepare(claim.uid(), device_names);
   if (!ids.ok()) {
     out.set_error(
         Safe(absl::StrCat("cannot prepare devices [", absl::StrJoin(device_names, ", "),
@@ -271,7 +272,7 @@ drav1::NodePrepareResourceResponse DraPluginService::PrepareOne(const drav1::Cla
                           device_names.size(), " devices of ResourceClaim ", ClaimName(claim))));
     return out;
   }
-  for (size_t i = 0; i < ids->size(); ++i) prepared.devices[i].cdi_device_ids = {(*ids)[i]};
+  for (size_t i = 0; i < ids->size(); ++i) prepared.devices[i].cdi_device_ids = (*ids)[i];
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Checkpointed before the answer: an agent restarted after this answers

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/integration/integration_util.h"
+#include "test/testing/fake_sysfs.h"
 #include "test/testing/status_matchers.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
@@ -229,6 +230,72 @@ TEST_F(PoolsIntegrationTest, EfaCdiDeviceCarriesNoRdmaCm) {
   }
   EXPECT_EQ(efa, 8);
   EXPECT_EQ(rdma, 2);
+}
+
+// The engine environment end to end: a pool with env presets, its rxe
+// device's GID table changed on the (fake) host, and the next Allocate
+// answering from the new table, with no file read on its path.
+TEST_F(PoolsIntegrationTest, NextAllocateAnswersFromTheChangedGidTable) {
+  testing::FakeSysfs fs(dir_.path() + "/node");
+  fs.AddRxe("rxe0", "eth0");
+  fs.SetGidTableLength("rxe0", 1, 1024);
+  fs.AddRdmaCm(124);
+  const std::string cfg = dir_.path() + "/config.yaml";
+  ASSERT_OK(WriteFileAtomic(cfg,
+                            "pools:\n  - name: device.gpustack.ai/rdma\n    selector: {}\n"
+                            "    env: [mooncake, nccl, ucx]\n"));
+  AgentOptions o = Options("rxe");
+  o.paths.sysfs_root = fs.sys_root();
+  o.paths.dev_root = fs.dev_root();
+  o.config_path = cfg;
+  Start(o, 1);
+  auto first = kubelet_.Allocate(kRdma, 1, "p1");
+  ASSERT_OK(first);
+  EXPECT_EQ(first->envs().at("MC_GID_INDEX"), "1");
+  EXPECT_EQ(first->envs().at("NCCL_IB_GID_INDEX"), "1");
+  EXPECT_EQ(first->envs().at("NCCL_IB_HCA"), "=rxe0:1");
+  EXPECT_EQ(first->envs().at("UCX_NET_DEVICES"), "rxe0:1");
+  EXPECT_EQ(first->envs().at("MOONCAKE_DEVICE"), "rxe0");
+  kubelet_.RemovePod("p1");
+  // 10.0.2.15 removed, 10.0.3.15 added: the kernel reuses the lowest free slot
+  // for the new address, so take slot 2 after emptying 1.
+  fs.ClearGid("rxe0", 1, 1);
+  fs.SetGid("rxe0", 1, 2, testing::FakeSysfs::Ipv4Gid("10.0.3.15"), "RoCE v2", "eth0");
+  std::string index;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int n = 0;
+  while (absl::Now() < deadline) {
+    const std::string pod = "p" + std::to_string(2 + n++);
+    auto next = kubelet_.Allocate(kRdma, 1, pod);
+    ASSERT_OK(next);
+    kubelet_.RemovePod(pod);
+    index = next->envs().count("MC_GID_INDEX") ? next->envs().at("MC_GID_INDEX") : "";
+    if (index == "2") break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(index, "2");
+  // /v1/node says what a grant gets, per port.
+  nlohmann::json node = nlohmann::json::parse(agent_->NodeJson());
+  const nlohmann::json& env = node["pools"][0]["engine_env"];
+  EXPECT_EQ(env["presets"], nlohmann::json({"mooncake", "nccl", "ucx"}));
+  EXPECT_EQ(env["ports"][0]["gid_index"], 2);
+  EXPECT_EQ(env["ports"][0]["ipv4"], "10.0.3.15");
+  EXPECT_EQ(env["gid_index_all_devices"], 2);
+  // No IPv4 address left: the index is left out, and /v1/node says why.
+  fs.ClearGid("rxe0", 1, 2);
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] {
+        nlohmann::json n = nlohmann::json::parse(agent_->NodeJson());
+        return n["pools"][0]["engine_env"]["gid_index_all_devices"].is_null();
+      },
+      absl::Seconds(10)));
+  node = nlohmann::json::parse(agent_->NodeJson());
+  EXPECT_THAT(node["pools"][0]["engine_env"]["gid_index_reason"].get<std::string>(),
+              HasSubstr("no RoCE v2 GID with an IPv4 address"));
+  auto none = kubelet_.Allocate(kRdma, 1, "p-none");
+  ASSERT_OK(none);
+  EXPECT_EQ(none->envs().count("MC_GID_INDEX"), 0u);
+  EXPECT_EQ(none->envs().at("UCX_NET_DEVICES"), "rxe0:1");
 }
 
 }  // namespace

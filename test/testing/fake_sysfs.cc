@@ -591,6 +591,45 @@ void FakeSysfs::SetPortState(const std::string& ibdev, int port, const std::stri
   WriteFile(p + "/phys_state", WithCode(phys_state, true) + "\n");
 }
 
+void FakeSysfs::SetGidTableLength(const std::string& ibdev, int port, int length) {
+  const Device& d = Find(ibdev);
+  const std::string p = fmt::format("{}/ports/{}", d.ib_dir, port);
+  if (!fs::is_directory(fs::path(root_) / p)) Die("no port " + p);
+  for (int i = 0; i < length; ++i) {
+    if (!fs::exists(fs::path(root_) / fmt::format("{}/gids/{}", p, i))) {
+      WriteFile(fmt::format("{}/gids/{}", p, i), FormatGid(0, 0) + "\n");
+    }
+  }
+}
+
+void FakeSysfs::SetGid(const std::string& ibdev, int port, int index, const std::string& gid,
+                       const std::string& type, const std::string& netdev) {
+  const Device& d = Find(ibdev);
+  const std::string p = fmt::format("{}/ports/{}", d.ib_dir, port);
+  if (!fs::is_directory(fs::path(root_) / p)) Die("no port " + p);
+  WriteFile(fmt::format("{}/gids/{}", p, index), gid + "\n");
+  WriteFile(fmt::format("{}/gid_attrs/types/{}", p, index), type + "\n");
+  if (netdev.empty()) {
+    Remove(fmt::format("{}/gid_attrs/ndevs/{}", p, index));
+  } else {
+    WriteFile(fmt::format("{}/gid_attrs/ndevs/{}", p, index), netdev + "\n");
+  }
+}
+
+void FakeSysfs::ClearGid(const std::string& ibdev, int port, int index) {
+  const Device& d = Find(ibdev);
+  const std::string p = fmt::format("{}/ports/{}", d.ib_dir, port);
+  WriteFile(fmt::format("{}/gids/{}", p, index), FormatGid(0, 0) + "\n");
+  Remove(fmt::format("{}/gid_attrs/types/{}", p, index));
+  Remove(fmt::format("{}/gid_attrs/ndevs/{}", p, index));
+}
+
+std::string FakeSysfs::Ipv4Gid(const std::string& ipv4) {
+  unsigned a = 0, b = 0, c = 0, e = 0;
+  if (std::sscanf(ipv4.c_str(), "%u.%u.%u.%u", &a, &b, &c, &e) != 4) Die("bad IPv4 " + ipv4);
+  return FormatGid(0, 0x0000ffff00000000ull | (uint64_t{a} << 24) | (b << 16) | (c << 8) | e);
+}
+
 void FakeSysfs::SetCounter(const std::string& ibdev, int port, const std::string& name,
                            uint64_t value) {
   const Device& d = Find(ibdev);

@@ -84,6 +84,22 @@ class FakeSysfs {
   // bare name ("DOWN", "LinkUp") gets its numeric code prepended.
   void SetPortState(const std::string& ibdev, int port, const std::string& state,
                     const std::string& phys_state);
+  // The GID table as the kernel shows it (fabric-facts §1.1, agent/gid): every
+  // slot has a gids/<i> file, an empty one reading as the all-zero GID, and
+  // its gid_attrs/{types,ndevs}/<i> reads fail (EINVAL on Linux 6.1), which a
+  // file tree models as absent. The builders write only the populated slots;
+  // SetGidTableLength pads the table to the driver's length (rxe 1024,
+  // mlx5 RoCE 256) with empty slots.
+  void SetGidTableLength(const std::string& ibdev, int port, int length);
+  // Populates slot `index` (`gid` in the kernel's 8-group text, `type`
+  // "IB/RoCE v1" | "RoCE v2"; `netdev` "" for none: no ndevs file).
+  void SetGid(const std::string& ibdev, int port, int index, const std::string& gid,
+              const std::string& type, const std::string& netdev);
+  // Empties slot `index`, as the kernel does when an address is removed.
+  void ClearGid(const std::string& ibdev, int port, int index);
+  // "0000:0000:0000:0000:0000:ffff:0a00:020f" for "10.0.2.15".
+  static std::string Ipv4Gid(const std::string& ipv4);
+
   // A hw_counters file: port 0 = device-level <ibdev>/hw_counters (EFA), else
   // ports/<port>/hw_counters.
   void SetCounter(const std::string& ibdev, int port, const std::string& name, uint64_t value);

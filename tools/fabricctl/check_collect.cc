@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
 #include "agent/inventory/sysfs_layout.h"
 #include "agent/libfabric/fabric_error.h"
 #include "agent/libfabric/libfabric_api.h"
+#include "tools/fabricctl/check_verbs.h"
 #include "tools/fabricctl/fid.h"
 
 namespace fabric::fabricctl {
@@ -116,11 +118,22 @@ std::vector<ProviderFacts> CollectProviders(std::string* error) {
   return out;
 }
 
+GidEnv CollectGidEnv() {
+  GidEnv env;
+  if (const char* v = std::getenv("MC_GID_INDEX")) env.mc_gid_index = v;
+  if (const char* v = std::getenv("NCCL_IB_GID_INDEX")) env.nccl_ib_gid_index = v;
+  return env;
+}
+
 CheckFacts CollectCheckFacts(const CheckOptions& options) {
   CheckFacts f;
   f.dev_root = options.dev_root;
   f.nodes = CollectDeviceNodes(options.dev_root, options.sysfs_root);
   f.memlock = CollectMemlock();
+  f.gid_env = CollectGidEnv();
+  FabricRun fabric = CollectFabric(f.nodes, options.dev_root, options.mr_size);
+  f.fabric = std::move(fabric.devices);
+  f.fabric_skipped = std::move(fabric.skipped_reason);
   f.providers = CollectProviders(&f.provider_error);
   return f;
 }

@@ -1,5 +1,6 @@
 // `fabricctl check` fact collection: the only part that touches the system
-// (stat/open of device nodes, getrlimit, capget, fi_getinfo).
+// (stat/open of device nodes, getrlimit, capget, the environment, fi_getinfo,
+// and libibverbs through check_verbs.h).
 #ifndef FABRIC_TOOLS_FABRICCTL_CHECK_COLLECT_H_
 #define FABRIC_TOOLS_FABRICCTL_CHECK_COLLECT_H_
 
@@ -17,6 +18,8 @@ namespace fabric::fabricctl {
 std::vector<DeviceNodeFacts> CollectDeviceNodes(const std::string& dev_root,
                                                 const std::string& sysfs_root);
 MemlockFacts CollectMemlock();
+// MC_GID_INDEX and NCCL_IB_GID_INDEX as this process sees them.
+GidEnv CollectGidEnv();
 // Every provider/fabric/domain that fi_getinfo(FI_VERSION(1,17)) returns,
 // deduplicated; `error` gets the failure text when the call fails.
 std::vector<ProviderFacts> CollectProviders(std::string* error);

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <optional>
 
 namespace fabric::fabricctl {
 namespace {
@@ -57,6 +60,18 @@ std::string VerdictName(Verdict v) {
       return "provider-missing";
     case Verdict::kMemlockTooLow:
       return "memlock-too-low";
+    case Verdict::kVerbsUnavailable:
+      return "verbs-unavailable";
+    case Verdict::kPortDown:
+      return "port-down";
+    case Verdict::kGidMismatch:
+      return "gid-mismatch";
+    case Verdict::kMrFailed:
+      return "mr-failed";
+    case Verdict::kQpFailed:
+      return "qp-failed";
+    case Verdict::kLoopbackFailed:
+      return "loopback-failed";
   }
   return "?";
 }
@@ -75,6 +90,18 @@ int VerdictExitCode(Verdict v) {
       return kExitProviderMissing;
     case Verdict::kMemlockTooLow:
       return kExitMemlockTooLow;
+    case Verdict::kVerbsUnavailable:
+      return kExitVerbsUnavailable;
+    case Verdict::kPortDown:
+      return kExitPortDown;
+    case Verdict::kGidMismatch:
+      return kExitGidMismatch;
+    case Verdict::kMrFailed:
+      return kExitMrFailed;
+    case Verdict::kQpFailed:
+      return kExitQpFailed;
+    case Verdict::kLoopbackFailed:
+      return kExitLoopbackFailed;
   }
   return kExitError;
 }
@@ -87,12 +114,6 @@ bool ProviderSatisfies(const std::string& requested, const std::string& offered)
   return offered == requested || CoreProviderName(offered) == requested;
 }
 
-std::string ErrnoString(int err) {
-  if (err == 0) return "";
-  const char* name = strerrorname_np(err);
-  return fmt::format("{} ({})", name ? name : fmt::format("errno {}", err), std::strerror(err));
-}
-
 // Precedence, most important first:
 //  1. not-granted: the node is listed (libibverbs stat()s it, so the device
 //     shows up) but open() is denied. libfabric's EFA provider then drops ALL
@@ -103,10 +124,70 @@ std::string ErrnoString(int err) {
 //  2. open-failed: same silent effect, other cause (driver gone: ENXIO/ENODEV).
 //  3. no-devices: nothing was granted at all; a missing provider follows from
 //     it, and memlock is moot.
-//  4. provider-missing: devices open, yet the provider the app needs is absent
+//  4. The stages of each device, in stage order (an engine meets them in that
+//     order): verbs-unavailable (1), port-down (2), gid-mismatch (3),
+//     memlock-too-low and mr-failed (4), qp-failed (5), loopback-failed (6).
+//     A missing provider usually follows from one of them.
+//  5. provider-missing: devices open, yet the provider the app needs is absent
 //     (the app would pick tcp and run slowly without an error).
-//  5. memlock-too-low: last because it fails loudly (ENOMEM from memory
-//     registration), not silently, and is fixed per Pod (ulimit/IPC_LOCK).
+//  6. memlock-too-low from the limit alone, where no device reached stage 4:
+//     the soft RLIMIT_MEMLOCK below --mr-size. Last because it fails loudly
+//     (ENOMEM from memory registration), not silently, and is fixed per Pod.
+namespace {
+
+// Node-wide findings first, then stage findings in stage order, then the
+// provider, then the memlock floor that stands in for stage 4.
+int Rank(const Finding& f) {
+  static const Verdict kStageOrder[] = {
+      Verdict::kNotGranted, Verdict::kOpenFailed,  Verdict::kVerbsUnavailable,
+      Verdict::kPortDown,   Verdict::kGidMismatch, Verdict::kMemlockTooLow,
+      Verdict::kMrFailed,   Verdict::kQpFailed,    Verdict::kLoopbackFailed};
+  if (f.stage > 0) {
+    for (size_t i = 0; i < std::size(kStageOrder); ++i) {
+      if (kStageOrder[i] == f.verdict) return 10 + static_cast<int>(i);
+    }
+  }
+  switch (f.verdict) {
+    case Verdict::kNotGranted:
+      return 0;
+    case Verdict::kOpenFailed:
+      return 1;
+    case Verdict::kNoDevices:
+      return 2;
+    case Verdict::kProviderMissing:
+      return 30;
+    default:
+      return 31;  // the memlock floor
+  }
+}
+
+// The verdict of a failed stage; nullopt where a node-wide finding already
+// says it (stage 1's open(2) errno).
+std::optional<Verdict> StageVerdict(const FabricDeviceFacts& d, const StageView& s) {
+  switch (s.number) {
+    case 1:
+      if (d.verbs_missing) return Verdict::kVerbsUnavailable;
+      if (d.open.detail.rfind("open(", 0) == 0) return std::nullopt;  // the node finding
+      return Verdict::kOpenFailed;
+    case 2:
+      return Verdict::kPortDown;
+    case 3:
+      return Verdict::kGidMismatch;
+    case 4:
+      return IsMemlockErrno(s.err) ? Verdict::kMemlockTooLow : Verdict::kMrFailed;
+    case 5:
+      return Verdict::kQpFailed;
+    default:
+      return Verdict::kLoopbackFailed;
+  }
+}
+
+}  // namespace
+
+MemlockText MemlockTextOf(const MemlockFacts& m) {
+  return MemlockText{FormatLimit(m.soft), FormatLimit(m.hard), m.cap_ipc_lock};
+}
+
 CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy) {
   CheckReport r;
   std::vector<std::string> denied, failed;
@@ -139,6 +220,25 @@ CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy) {
          fmt::format("no {}/infiniband/uverbs* node; request an EFA/RDMA resource in the Pod spec",
                      facts.dev_root)});
   }
+  const MemlockText memlock = MemlockTextOf(facts.memlock);
+  bool reached_mr = false;
+  int passed = 0;
+  for (const FabricDeviceFacts& d : facts.fabric) {
+    reached_mr = reached_mr || d.mr.status != StageStatus::kSkipped;
+    bool all_ok = true;
+    for (const StageView& s : StagesOf(d, facts.gid_env, memlock)) {
+      if (s.status != StageStatus::kFailed) continue;
+      all_ok = false;
+      if (std::optional<Verdict> v = StageVerdict(d, s)) {
+        r.findings.push_back(
+            {*v,
+             fmt::format("{} stage {} ({}): {}", d.ibdev.empty() ? d.node : d.ibdev, s.number,
+                         s.name, s.message),
+             d.ibdev, s.number});
+      }
+    }
+    passed += all_ok ? 1 : 0;
+  }
   if (policy.required_provider) {
     bool found = false;
     for (const ProviderFacts& p : facts.providers) {
@@ -154,19 +254,24 @@ CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy) {
     }
   }
   const MemlockFacts& m = facts.memlock;
-  if (!m.cap_ipc_lock && m.soft && *m.soft < policy.min_memlock) {
-    std::string fix = (!m.hard || *m.hard >= policy.min_memlock)
+  if (!reached_mr && !m.cap_ipc_lock && m.soft && *m.soft < policy.mr_size) {
+    std::string fix = (!m.hard || *m.hard >= policy.mr_size)
                           ? "raise it with setrlimit/ulimit -l (the hard limit allows it)"
                           : "set memlock unlimited in the container runtime or grant IPC_LOCK";
-    r.findings.push_back({Verdict::kMemlockTooLow,
-                          fmt::format("RLIMIT_MEMLOCK soft {} (hard {}) < {} needed to register "
-                                      "buffers; {}",
-                                      FormatBytes(*m.soft), FormatLimit(m.hard),
-                                      FormatBytes(policy.min_memlock), fix)});
+    r.findings.push_back(
+        {Verdict::kMemlockTooLow,
+         fmt::format("RLIMIT_MEMLOCK soft {} (hard {}) < {} needed to register "
+                     "buffers; {}",
+                     FormatBytes(*m.soft), FormatLimit(m.hard), FormatBytes(policy.mr_size), fix)});
   }
+  std::stable_sort(r.findings.begin(), r.findings.end(),
+                   [](const Finding& a, const Finding& b) { return Rank(a) < Rank(b); });
   if (r.findings.empty()) {
     r.verdict = Verdict::kOk;
-    r.summary = fmt::format("ok: {} uverbs node(s) open, memlock {}{}", uverbs,
+    r.summary = fmt::format("ok: {} uverbs node(s) open{}, memlock {}{}", uverbs,
+                            facts.fabric.empty() || !facts.fabric_skipped.empty()
+                                ? ""
+                                : fmt::format(", no stage fails on {} device(s)", passed),
                             m.cap_ipc_lock ? "ignored (CAP_IPC_LOCK)" : FormatLimit(m.soft),
                             policy.required_provider
                                 ? fmt::format(", provider {} present", *policy.required_provider)
@@ -211,6 +316,11 @@ nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPol
     findings.push_back({{"verdict", VerdictName(f.verdict)}, {"message", f.message}});
   }
   auto limit = [](const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json fabric = json::array();
+  for (const FabricDeviceFacts& d : facts.fabric) {
+    fabric.push_back(FabricDeviceJson(d, facts.gid_env, MemlockTextOf(facts.memlock)));
+  }
+  auto env = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
   return json{
       {"verdict", VerdictName(report.verdict)},
       {"exit_code", VerdictExitCode(report.verdict)},
@@ -224,7 +334,13 @@ nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPol
         {"soft_unlimited", !facts.memlock.soft.has_value()},
         {"hard_unlimited", !facts.memlock.hard.has_value()},
         {"cap_ipc_lock", facts.memlock.cap_ipc_lock},
-        {"min_bytes", policy.min_memlock}}},
+        {"min_bytes", policy.mr_size}}},
+      {"mr_size_bytes", policy.mr_size},
+      {"gid_env",
+       {{"MC_GID_INDEX", env(facts.gid_env.mc_gid_index)},
+        {"NCCL_IB_GID_INDEX", env(facts.gid_env.nccl_ib_gid_index)}}},
+      {"fabric_skipped", facts.fabric_skipped},
+      {"fabric", fabric},
       {"provider_requested",
        policy.required_provider ? json(*policy.required_provider) : json(nullptr)},
       {"provider_error", facts.provider_error},
@@ -251,9 +367,10 @@ std::string CheckReportToText(const CheckFacts& facts, const CheckPolicy& policy
                        n.ibdev.empty() ? "-" : n.ibdev, result, note);
   }
   const MemlockFacts& m = facts.memlock;
-  out += fmt::format("memlock: soft {}, hard {}, CAP_IPC_LOCK {} (need >= {})\n",
-                     FormatLimit(m.soft), FormatLimit(m.hard), m.cap_ipc_lock ? "yes" : "no",
-                     FormatBytes(policy.min_memlock));
+  out +=
+      fmt::format("memlock: soft {}, hard {}, CAP_IPC_LOCK {} (need >= {})\n", FormatLimit(m.soft),
+                  FormatLimit(m.hard), m.cap_ipc_lock ? "yes" : "no", FormatBytes(policy.mr_size));
+  out += FabricText(facts.fabric, facts.fabric_skipped, facts.gid_env, MemlockTextOf(m));
   // One line per provider: its domains, then fabrics, deduplicated.
   std::map<std::string, std::vector<std::string>> domains;
   std::vector<std::string> order;

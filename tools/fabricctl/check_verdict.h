@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/fabricctl/check_stages.h"
 #include "tools/fabricctl/cli_args.h"
 
 namespace fabric::fabricctl {
@@ -52,20 +53,42 @@ struct CheckFacts {
   MemlockFacts memlock;
   std::vector<ProviderFacts> providers;  // deduplicated
   std::string provider_error;            // fi_getinfo failure text, "" if none
+  // Stages 1-6 per uverbs node (check_verbs.h), and why 2-6 did not run at all.
+  std::vector<FabricDeviceFacts> fabric;
+  std::string fabric_skipped;
+  GidEnv gid_env;
 };
 
 struct CheckPolicy {
   std::optional<std::string> required_provider;
-  uint64_t min_memlock = kDefaultMinMemlock;
+  // Stage 4 registers this much; where no device reaches stage 4 the soft
+  // RLIMIT_MEMLOCK is compared with it instead.
+  uint64_t mr_size = kDefaultMrSize;
 };
 
-enum class Verdict { kOk, kNotGranted, kOpenFailed, kNoDevices, kProviderMissing, kMemlockTooLow };
+// In precedence order (Decide). The stage verdicts follow stage order.
+enum class Verdict {
+  kOk,
+  kNotGranted,
+  kOpenFailed,
+  kNoDevices,
+  kProviderMissing,
+  kMemlockTooLow,
+  kVerbsUnavailable,
+  kPortDown,
+  kGidMismatch,
+  kMrFailed,
+  kQpFailed,
+  kLoopbackFailed,
+};
 std::string VerdictName(Verdict v);  // "ok", "not-granted", ...
 int VerdictExitCode(Verdict v);
 
 struct Finding {
   Verdict verdict;
-  std::string message;  // one line, says what to fix
+  std::string message;      // one line, says what to fix
+  std::string device = {};  // the stage finding's device ("" for node-wide ones)
+  int stage = 0;            // 1-6 for a stage finding
 };
 
 struct CheckReport {
@@ -83,8 +106,7 @@ bool ProviderSatisfies(const std::string& requested, const std::string& offered)
 // The verdict. Pure; precedence explained in check_verdict.cc.
 CheckReport Decide(const CheckFacts& facts, const CheckPolicy& policy);
 
-// "EACCES (Permission denied)"; "" for 0.
-std::string ErrnoString(int err);
+MemlockText MemlockTextOf(const MemlockFacts& m);
 
 nlohmann::ordered_json CheckReportToJson(const CheckFacts& facts, const CheckPolicy& policy,
                                          const CheckReport& report);

@@ -76,7 +76,7 @@ struct Scenario {
   bool cap_ipc_lock;
 };
 
-Verdict Oracle(const Scenario& s, uint64_t min_memlock) {
+Verdict Oracle(const Scenario& s, uint64_t mr_size) {
   auto denied = [](Access a) { return a == Access::kEacces || a == Access::kEperm; };
   if (denied(s.uverbs0) || denied(s.uverbs1) || denied(s.rdma_cm)) return Verdict::kNotGranted;
   if (s.uverbs0 == Access::kEnxio || s.uverbs1 == Access::kEnxio || s.rdma_cm == Access::kEnxio) {
@@ -84,7 +84,7 @@ Verdict Oracle(const Scenario& s, uint64_t min_memlock) {
   }
   if (s.uverbs0 == Access::kAbsent && s.uverbs1 == Access::kAbsent) return Verdict::kNoDevices;
   if (s.require_efa && !s.efa_offered) return Verdict::kProviderMissing;
-  if (!s.cap_ipc_lock && s.soft && *s.soft < min_memlock) return Verdict::kMemlockTooLow;
+  if (!s.cap_ipc_lock && s.soft && *s.soft < mr_size) return Verdict::kMemlockTooLow;
   return Verdict::kOk;
 }
 
@@ -122,7 +122,7 @@ TEST(DecideTest, ExhaustiveAgainstSpecOracle) {
                     for (bool cap : {false, true}) {
                       Scenario s{u0, u1, cm, umad, issm, require, offered, soft, hard, cap};
                       CheckPolicy policy;
-                      policy.min_memlock = min;
+                      policy.mr_size = min;
                       if (require) policy.required_provider = "efa";
                       CheckFacts facts = FactsFor(s);
                       CheckReport r = Decide(facts, policy);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/host_paths.h"
@@ -74,6 +75,29 @@ absl::StatusOr<uint32_t> ParsePositive(const std::string& flag, const std::strin
   return n;
 }
 
+// "30s", "2m", "1m30s", "90", "500ms": a --wait duration, > 0.
+absl::StatusOr<double> ParseWait(const std::string& text) {
+  auto bad = [&] {
+    return Usage(absl::StrCat("--wait: bad duration '", text, "' (examples: 30s, 2m, 1m30s)"));
+  };
+  if (absl::EndsWith(text, "ms")) {
+    auto s = ParseSeconds(text);
+    return s.ok() ? s : bad();
+  }
+  double total = 0;
+  std::string rest = text;
+  if (const size_t m = rest.find('m'); m != std::string::npos) {
+    double minutes = 0;
+    if (!absl::SimpleAtod(rest.substr(0, m), &minutes) || !(minutes >= 0)) return bad();
+    total = minutes * 60;
+    rest = rest.substr(m + 1);
+    if (rest.empty()) return total > 0 ? absl::StatusOr<double>(total) : bad();
+  }
+  auto seconds = ParseSeconds(rest);
+  if (!seconds.ok()) return bad();
+  return total + *seconds;
+}
+
 absl::Status ParseCheck(ArgCursor& c, CheckOptions& o) {
   while (!c.Done()) {
     Flag f = c.Next();
@@ -85,9 +109,15 @@ absl::Status ParseCheck(ArgCursor& c, CheckOptions& o) {
       FABRIC_ASSIGN_OR_RETURN(std::string p, c.Value(f));
       if (p.empty()) return Usage("--provider: empty name");
       o.provider = p;
-    } else if (f.name == "--min-memlock") {
+    } else if (f.name == "--mr-size" || f.name == "--min-memlock") {
       FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
-      FABRIC_ASSIGN_OR_RETURN(o.min_memlock, ParseByteSize(v));
+      FABRIC_ASSIGN_OR_RETURN(o.mr_size, ParseByteSize(v));
+      // Stage 6 splits it into a source, a write target and a receive buffer.
+      if (o.mr_size < 1024) return Usage(absl::StrCat(f.name, ": at least 1 KiB"));
+      if (o.mr_size > 64ull * 1024 * kMiB) return Usage(absl::StrCat(f.name, ": at most 64 GiB"));
+    } else if (f.name == "--wait") {
+      FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
+      FABRIC_ASSIGN_OR_RETURN(o.wait_s, ParseWait(v));
     } else if (f.name == "-o" || f.name == "--output") {
       FABRIC_ASSIGN_OR_RETURN(std::string v, c.Value(f));
       FABRIC_ASSIGN_OR_RETURN(o.format, ParseFormat(v));
@@ -404,20 +434,40 @@ std::string UsageText() {
 
 Usage:
   fabricctl check   [--dev-root DIR] [--sysfs-root DIR] [--provider NAME]
-                    [--min-memlock SIZE] [-o json]
+                    [--mr-size SIZE] [--wait D] [-o json]
       Run inside a Pod: which fabric device nodes are visible under DIR/infiniband
       (uverbs*, rdma_cm, umad*, issm*), which open(O_RDWR) and with which errno,
-      RLIMIT_MEMLOCK, and which libfabric providers answer on which domains.
+      RLIMIT_MEMLOCK, which libfabric providers answer on which domains, and for
+      each verbs device what an engine does, through libibverbs (loaded at run
+      time; without it stage 1 fails with verbs-unavailable):
+        1 open      open(2) for the real errno, then ibv_open_device
+        2 port      ibv_query_port: state, link layer, active MTU
+        3 gid       the GID table; the RoCE v2 IPv4 index against MC_GID_INDEX
+                    and NCCL_IB_GID_INDEX when they are set
+        4 mr        ibv_alloc_pd + ibv_reg_mr of --mr-size (RLIMIT_MEMLOCK printed)
+        5 qp        ibv_create_cq + a QP: RC (IB, RoCE), SRD through efadv (EFA)
+        6 loopback  RC: a second QP on the same port, an RDMA write and a send
+      Stages 2-6 run only for --dev-root /dev (libibverbs opens /dev/infiniband).
       issm* nodes are listed but never opened (opening one claims the SM role).
-      --min-memlock   threshold for memory registration (default 64m); a soft
-                      limit below it fails unless unlimited or CAP_IPC_LOCK is held.
+      --mr-size       stage 4's registration (default 64m; --min-memlock is the
+                      older name); where no device reaches stage 4, a soft
+                      memlock limit below it fails unless unlimited or
+                      CAP_IPC_LOCK is held.
       --provider      the provider the application needs (e.g. efa).
+      --wait D        retry once a second until the verdict is ok or D passed
+                      (30s, 2m, 1m30s): for an init container.
       Verdicts, in precedence order (the first that applies wins):
-        not-granted       uverbs/rdma_cm visible but open() -> EPERM/EACCES
-        open-failed       uverbs/rdma_cm visible but open() fails otherwise
-        no-devices        no infiniband/uverbs* node
-        provider-missing  --provider given and libfabric does not offer it
-        memlock-too-low   memlock soft limit < --min-memlock
+        not-granted        uverbs/rdma_cm visible but open() -> EPERM/EACCES (stage 1)
+        open-failed        uverbs/rdma_cm visible but open() fails otherwise (stage 1)
+        no-devices         no infiniband/uverbs* node
+        verbs-unavailable  libibverbs cannot load, or does not list a device (stage 1)
+        port-down          a port is not ACTIVE (stage 2)
+        gid-mismatch       MC_GID_INDEX/NCCL_IB_GID_INDEX is not the RoCE v2 IPv4 GID (stage 3)
+        memlock-too-low    ibv_reg_mr -> ENOMEM (stage 4), or soft limit < --mr-size
+        mr-failed          ibv_reg_mr fails otherwise (stage 4)
+        qp-failed          the CQ or QP cannot be created (stage 5)
+        loopback-failed    the RC loopback transfer fails (stage 6)
+        provider-missing   --provider given and libfabric does not offer it
         ok
 
   fabricctl bench   [--listen [ADDR:]PORT | --connect ADDR:PORT] [--provider NAME]
@@ -482,8 +532,14 @@ Exit codes:
   4  check: open-failed
   5  check: no-devices
   6  check/bench: provider-missing (bench: requested provider not available)
-  7  check: memlock-too-low
+  7  check: memlock-too-low (stage 4, or the limit where stage 4 did not run)
   8  bench: opened provider differs from the requested one (fallback refused)
+  30 check: verbs-unavailable (stage 1)
+  31 check: port-down (stage 2)
+  32 check: gid-mismatch (stage 3)
+  33 check: mr-failed (stage 4; memlock is 7)
+  34 check: qp-failed (stage 5)
+  35 check: loopback-failed (stage 6)
   10 doctor: fabric-unreachable
   11 doctor: peer-down
   12 doctor: no-peers

@@ -25,6 +25,12 @@ enum ExitCode : int {
   kExitProviderMissing = 6,           // check/bench: the requested libfabric provider is absent
   kExitMemlockTooLow = 7,             // check: RLIMIT_MEMLOCK below --min-memlock, no CAP_IPC_LOCK
   kExitProviderMismatch = 8,          // bench: libfabric opened another provider than requested
+  kExitVerbsUnavailable = 30,         // check stage 1: libibverbs cannot load or list the device
+  kExitPortDown = 31,                 // check stage 2: a port is not ACTIVE
+  kExitGidMismatch = 32,              // check stage 3: MC_GID_INDEX/NCCL_IB_GID_INDEX is wrong
+  kExitMrFailed = 33,                 // check stage 4: ibv_reg_mr failed, not for memlock
+  kExitQpFailed = 34,                 // check stage 5: the CQ or QP cannot be created
+  kExitLoopbackFailed = 35,           // check stage 6: the RC loopback transfer failed
   kExitDoctorFabricUnreachable = 10,  // doctor: a peer's control answers, its fabric does not
   kExitDoctorPeerDown = 11,           // doctor: a peer answers neither
   kExitDoctorNoPeers = 12,            // doctor: no other node in the peer list
@@ -38,7 +44,7 @@ enum ExitCode : int {
 enum class OutputFormat { kText, kJson };
 
 inline constexpr uint64_t kMiB = 1024ull * 1024;
-inline constexpr uint64_t kDefaultMinMemlock = 64 * kMiB;
+inline constexpr uint64_t kDefaultMrSize = 64 * kMiB;
 inline constexpr uint16_t kDefaultBenchPort = 18515;  // perftest's default port
 
 // "65536", "4k", "4K", "4KiB", "1m", "1MB", "2g": binary multiples (k = 1024).
@@ -61,7 +67,12 @@ struct CheckOptions {
   std::string dev_root;                 // default HostPaths::Defaults().dev_root
   std::string sysfs_root;               // default HostPaths::Defaults().sysfs_root
   std::optional<std::string> provider;  // --provider: required libfabric provider
-  uint64_t min_memlock = kDefaultMinMemlock;
+  // --mr-size (--min-memlock is the older spelling): stage 4 registers this
+  // much; the memlock floor where no device reaches stage 4.
+  uint64_t mr_size = kDefaultMrSize;
+  // --wait: retry until the verdict is ok or this many seconds passed (an
+  // init container's use); 0: once.
+  double wait_s = 0;
   OutputFormat format = OutputFormat::kText;
 };
 

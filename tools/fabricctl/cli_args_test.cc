@@ -67,7 +67,8 @@ TEST(ParseCommandLineTest, CheckDefaultsComeFromHostPaths) {
   EXPECT_EQ(cmd->kind, Command::Kind::kCheck);
   EXPECT_EQ(cmd->check.dev_root, HostPaths::Defaults().dev_root);
   EXPECT_EQ(cmd->check.sysfs_root, HostPaths::Defaults().sysfs_root);
-  EXPECT_EQ(cmd->check.min_memlock, 64ull << 20);
+  EXPECT_EQ(cmd->check.mr_size, 64ull << 20);
+  EXPECT_DOUBLE_EQ(cmd->check.wait_s, 0);
   EXPECT_FALSE(cmd->check.provider.has_value());
   EXPECT_EQ(cmd->check.format, OutputFormat::kText);
 }
@@ -79,10 +80,26 @@ TEST(ParseCommandLineTest, CheckFlagsBothSpellings) {
   EXPECT_EQ(cmd->check.dev_root, "/tmp/d");
   EXPECT_EQ(cmd->check.sysfs_root, "/tmp/s");
   EXPECT_EQ(cmd->check.provider, "efa");
-  EXPECT_EQ(cmd->check.min_memlock, 1ull << 30);
+  EXPECT_EQ(cmd->check.mr_size, 1ull << 30);
   EXPECT_EQ(cmd->check.format, OutputFormat::kJson);
   EXPECT_EQ(Parse({"check", "-ojson"})->check.format, OutputFormat::kJson);
   EXPECT_EQ(Parse({"check", "--output=text"})->check.format, OutputFormat::kText);
+  EXPECT_EQ(Parse({"check", "--mr-size", "4m"})->check.mr_size, 4ull << 20);
+}
+
+TEST(ParseCommandLineTest, CheckWaitAndMrSize) {
+  EXPECT_DOUBLE_EQ(Parse({"check", "--wait", "30s"})->check.wait_s, 30);
+  EXPECT_DOUBLE_EQ(Parse({"check", "--wait=2m"})->check.wait_s, 120);
+  EXPECT_DOUBLE_EQ(Parse({"check", "--wait", "1m30s"})->check.wait_s, 90);
+  EXPECT_DOUBLE_EQ(Parse({"check", "--wait", "45"})->check.wait_s, 45);
+  EXPECT_DOUBLE_EQ(Parse({"check", "--wait", "500ms"})->check.wait_s, 0.5);
+  for (const char* bad : {"", "soon", "-5s", "0", "0m", "2h", "1m-3s"}) {
+    auto r = Parse({"check", "--wait", bad});
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+  EXPECT_THAT(Parse({"check", "--wait", "soon"}).status().message(), HasSubstr("--wait"));
+  EXPECT_THAT(Parse({"check", "--mr-size", "512"}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Parse({"check", "--mr-size", "1t"}), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ParseCommandLineTest, BenchDefaultsAreLoopbackTcpOneMiB) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,11 +21,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct RunResult {
   int exit_code = -1;
@@ -264,6 +267,37 @@ TEST_F(FabricctlCheckTest, ProviderMissing) {
   EXPECT_EQ(ParseJson(r)["verdict"], "provider-missing");
 }
 
+// --wait: an init container's check retries until the node appears...
+TEST_F(FabricctlCheckTest, WaitRetriesUntilTheFabricIsThere) {
+  const auto start = std::chrono::steady_clock::now();
+  std::thread grant([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    Node("uverbs0", 0666);
+  });
+  RunResult r = RunFabricctl(Check({"--wait", "20s", "--min-memlock", "1k"}));
+  grant.join();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ParseJson(r)["verdict"], "ok");
+  EXPECT_THAT(r.err, HasSubstr("fabricctl check: no-devices: "));
+  EXPECT_THAT(r.err, HasSubstr("retrying"));
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 15);
+}
+
+// ...and gives up once D has passed, with the last attempt's verdict.
+TEST_F(FabricctlCheckTest, WaitGivesUpAfterTheDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = RunFabricctl(Check({"--wait", "1500ms"}));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 5) << r.out << r.err;
+  EXPECT_EQ(ParseJson(r)["verdict"], "no-devices");
+  EXPECT_GE(secs, 1.5);
+  EXPECT_LT(secs, 10);
+}
+
 TEST_F(FabricctlCheckTest, MemlockTooLow) {
   Node("uverbs0", 0666);
   RunOptions low;
@@ -306,6 +340,21 @@ TEST(FabricctlDevicesTest, TextTableAndBadConfig) {
       {"devices", "--sysfs-root", Tree("rxe") + "/sys", "--config", "/nonexistent/fabric.yaml"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("nonexistent"));
+}
+
+// libibverbs and libefa are loaded at run time (agent/verbs): the binary
+// starts on a host or in an image without rdma-core.
+TEST(FabricctlCliTest, LinksNeitherLibibverbsNorLibefa) {
+  FILE* p = popen(("readelf -d " + std::string(FABRICCTL_BINARY) + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr("(NEEDED)"));
+  EXPECT_THAT(out, Not(HasSubstr("libibverbs")));
+  EXPECT_THAT(out, Not(HasSubstr("libefa")));
+  EXPECT_THAT(out, Not(HasSubstr("libfabric")));
 }
 
 TEST(FabricctlCliTest, HelpAndUsageErrors) {

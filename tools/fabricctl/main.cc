@@ -1,9 +1,12 @@
 // fabricctl: the operator's CLI. See UsageText() (fabricctl --help) and README.md.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/base/json_text.h"
@@ -19,9 +22,19 @@ namespace fabric::fabricctl {
 namespace {
 
 int RunCheck(const CheckOptions& o) {
+  const CheckPolicy policy{o.provider, o.mr_size};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
   CheckFacts facts = CollectCheckFacts(o);
-  CheckPolicy policy{o.provider, o.min_memlock};
   CheckReport report = Decide(facts, policy);
+  // --wait: an init container holds the Pod until the fabric works (the
+  // device plugin's grant, the CDI hook, a GID that appears late) or gives up.
+  while (report.verdict != Verdict::kOk && std::chrono::steady_clock::now() < deadline) {
+    fmt::print(stderr, "fabricctl check: {}; retrying\n", report.summary);
+    std::this_thread::sleep_for(std::min<std::chrono::duration<double>>(
+        std::chrono::seconds(1), deadline - std::chrono::steady_clock::now()));
+    facts = CollectCheckFacts(o);
+    report = Decide(facts, policy);
+  }
   if (o.format == OutputFormat::kJson) {
     fmt::print("{}\n", DumpJson(CheckReportToJson(facts, policy, report), 2));
   } else {
