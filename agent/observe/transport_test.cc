@@ -429,7 +429,9 @@ TEST(Transport, UsersThatAreNotPodsMakeASharedDeviceAmbiguous) {
     EXPECT_EQ(c.verdict, Verdict::kRdma);
     EXPECT_EQ(c.attribution, tc.want);
     EXPECT_THAT(c.devices[0].holders, ElementsAre("ml/member-0")) << "Pods only";
-    if (tc.evidence != nullptr) EXPECT_THAT(c.evidence, Contains(HasSubstr(tc.evidence)));
+    if (tc.evidence != nullptr) {
+      EXPECT_THAT(c.evidence, Contains(HasSubstr(tc.evidence)));
+    }
     for (const std::string& e : c.evidence) EXPECT_THAT(e, Not(HasSubstr("ib_core")));
   }
 }
