@@ -137,10 +137,11 @@ SHARED_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'
 tcp_client() {  # PORT
   echo "while :; do fi_pingpong -p tcp -e msg -P $1 -I 20 -S 65536 $GW >/dev/null 2>&1 && echo round; sleep 0.3; done"
 }
-# Plain TCP for the Pods whose transport is not the point (f., i.): 2 MiB a round into a busybox nc
-# sink in the root netns, lighter on a TCG VM than another polling fi_pingpong.
-nc_client() {  # PORT
-  echo "while :; do dd if=/dev/zero bs=65536 count=32 2>/dev/null | nc -w 2 $GW $1; sleep 0.5; done"
+# Plain TCP for the Pods whose transport is not the point (f., i.): a 2 MiB download a round from a
+# busybox httpd in the root netns, lighter on a TCG VM than another polling fi_pingpong. (busybox's
+# small nc sends only the first 1 KiB of a piped stdin, so it cannot be the sender.)
+http_client() {
+  echo "while :; do /bin/busybox wget -q -O /dev/null http://$GW:47594/z; sleep 0.5; done"
 }
 limits() { echo "      resources: {limits: {$1: 1}}"; }
 
@@ -164,7 +165,7 @@ rkvm_pod o-idle "" 0 false | run_static_pod o-idle
 # f.-i.: the issue 27 Pods.
 ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
 [[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
-PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(nc_client 47594)"
+PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(http_client)"
 THREAD_LOOP='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 WHO'
 rkvm_pod o-pd-only "$(limits "$SHARED")" 0 false "$PD_ONLY" | run_static_pod o-pd-only
 rkvm_pod o-thread-exit "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/exit}" | run_static_pod o-thread-exit
@@ -180,7 +181,7 @@ with_init_container() {  # NAME RESOURCE: adds it to the manifest on stdin
       print "      resources: {limits: {" res ": 1}}"
     } { print }'
 }
-rkvm_pod o-init "" 0 false "$(nc_client 47595)" | with_init_container fetch "$SHARED" | run_static_pod o-init
+rkvm_pod o-init "" 0 false "$(http_client)" | with_init_container fetch "$SHARED" | run_static_pod o-init
 
 # The peers, in the root netns.
 peer_loop() {  # NAME CMD...: runs CMD again whenever it ends
@@ -190,8 +191,8 @@ peer_loop srv-rdma ibv_rc_pingpong -d "$rdma_dev" -g "${GID[$rdma_dev]}" -e -s 4
 peer_loop srv-shared ibv_rc_pingpong -d rxe2 -g "${GID[rxe2]}" -e -s 4096 -n 100000000 -p 18516
 peer_loop srv-tcp fi_pingpong -p tcp -e msg -B 47592 -I 20 -S 65536
 peer_loop srv-hostpath fi_pingpong -p tcp -e msg -B 47593 -I 20 -S 65536
-peer_loop srv-pd-only sh -c 'busybox nc -l -p 47594 >/dev/null'
-peer_loop srv-init sh -c 'busybox nc -l -p 47595 >/dev/null'
+mkdir -p "$OUT/www" && dd if=/dev/zero of="$OUT/www/z" bs=65536 count=32 2>/dev/null
+peer_loop srv-http busybox httpd -f -p 47594 -h "$OUT/www"
 
 PODS="o-rdma o-tcp o-hostpath o-shared-active o-shared-idle o-idle o-pd-only o-thread-exit o-thread-stay o-init"
 for p in $PODS; do
