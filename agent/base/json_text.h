@@ -50,8 +50,8 @@ class JsonWriter {
  private:
   void Separate();  // a comma before every value but a container's first
   std::string* out_;
-  bool first_ = true;      // no value yet in the current container
-  bool after_key_ = false; // the next value follows a key
+  bool first_ = true;       // no value yet in the current container
+  bool after_key_ = false;  // the next value follows a key
 };
 
 // Documents from outside (the API server, another agent) are read without

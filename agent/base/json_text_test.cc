@@ -80,8 +80,8 @@ TEST(JsonWriterTest, WritesWhatDumpJsonWrites) {
 TEST(JsonWriterTest, IllFormedUtf8BecomesReplacementCharacters) {
   for (const std::string bad : {std::string("\xff"), std::string("\xC0\xAF"),  // overlong '/'
                                 std::string("\xED\xA0\x80"),                   // a surrogate
-                                std::string("\xF4\x90\x80\x80"),              // past U+10FFFF
-                                std::string("\xE2\x82")}) {                     // truncated
+                                std::string("\xF4\x90\x80\x80"),               // past U+10FFFF
+                                std::string("\xE2\x82")}) {                    // truncated
     std::string got;
     JsonWriter(&got).String("a" + bad + "b");
     std::string want = "\"a";

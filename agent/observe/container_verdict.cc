@@ -52,8 +52,8 @@ Others OthersOn(const Facts& facts, const DeviceUsers& users, const std::string&
   }
   for (const auto& [kern, owned] : users.kernel) {
     if (owned.active()) {
-      o.movers.push_back(absl::StrCat("the kernel's ", SanitizeUtf8(kern), " owns ",
-                                      OwnedText(owned)));
+      o.movers.push_back(
+          absl::StrCat("the kernel's ", SanitizeUtf8(kern), " owns ", OwnedText(owned)));
     }
   }
   if (users.unattributed.any()) {
@@ -85,17 +85,16 @@ const DeviceUsers& UsersOf(const Facts& facts, const std::string& device) {
 // Step 2, one device of the container: its observation and evidence.
 DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::string& dev,
                                   const DeviceFacts& d, uint64_t floor_packets,
-                                  uint64_t floor_bytes, Reading* r,
-                                  std::vector<std::string>* ev) {
+                                  uint64_t floor_bytes, Reading* r, std::vector<std::string>* ev) {
   const Delta& delta = DeltaOf(facts, dev);
   const DeviceUsers& users = UsersOf(facts, dev);
   const double secs = facts.window.bounds.seconds;
   DeviceObservation o;
   o.device = SanitizeUtf8(dev);
   o.resource = SanitizeUtf8(d.resource);
-  o.kind = delta.seen ? delta.kind
-                      : (d.resource == "vpc.amazonaws.com/efa" ? DeviceKind::kEfa
-                                                               : DeviceKind::kRdma);
+  o.kind = delta.seen
+               ? delta.kind
+               : (d.resource == "vpc.amazonaws.com/efa" ? DeviceKind::kEfa : DeviceKind::kRdma);
   o.granted = d.granted;
   o.owned = d.owned;
   o.pids.assign(d.pids.begin(), d.pids.end());
@@ -111,7 +110,7 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
   if (active) {
     // Alone only when nobody else used it, as far as every sample can tell.
     const bool alone = others.movers.empty() && users.dump_failed.empty();
-    o.attribution = !alone      ? Attribution::kSharedAmbiguous
+    o.attribution = !alone        ? Attribution::kSharedAmbiguous
                     : d.exclusive ? Attribution::kExclusive
                                   : Attribution::kSoleOwner;
   }
@@ -158,7 +157,8 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
       r->over_attr = Weaker(r->over_attr, o.attribution);
     }
   } else if (over) {
-    absl::StrAppend(&moved, " (not attributed: the container owns no QP that can move bytes on it)");
+    absl::StrAppend(&moved,
+                    " (not attributed: the container owns no QP that can move bytes on it)");
   }
   ev->push_back(moved);
   if (o.attribution == Attribution::kSharedAmbiguous && !others.movers.empty()) {
@@ -171,9 +171,9 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
     ev->push_back(absl::StrCat("also on ", o.device, ": ", absl::StrJoin(listed, "; ")));
   }
   if (!users.dump_failed.empty() && (d.granted || d.owned.any())) {
-    const std::string why = absl::StrCat("who owns resources on ", o.device,
-                                         " is unknown in part of the window: its dump failed: ",
-                                         SanitizeUtf8(users.dump_failed));
+    const std::string why = absl::StrCat(
+        "who owns resources on ", o.device,
+        " is unknown in part of the window: its dump failed: ", SanitizeUtf8(users.dump_failed));
     ev->push_back(why);
     if (r->unknown.empty()) r->unknown = why;
   }
@@ -214,9 +214,8 @@ ContainerObservation Evaluate(Facts& facts, const PodFacts& pod, const std::stri
     co.devices.push_back(
         AttributeDevice(facts, pod, dev, d, floor_packets, options.floor_bytes, &r, &ev));
   }
-  co.fabric_bytes = r.any_bytes_device || !r.any_packets_only
-                        ? std::optional<uint64_t>(r.fab_bytes)
-                        : std::nullopt;
+  co.fabric_bytes = r.any_bytes_device || !r.any_packets_only ? std::optional<uint64_t>(r.fab_bytes)
+                                                              : std::nullopt;
   if (r.any_packets_only) co.fabric_packets = r.fab_packets;
   if (!r.owns_active) {
     ev.push_back(pod.owns_any ? "no QP that can move bytes owned by any process of the container"
@@ -240,9 +239,9 @@ ContainerObservation Evaluate(Facts& facts, const PodFacts& pod, const std::stri
                               " resource owner(s) exited before they could be identified"));
   }
   if (facts.owners_unreadable > 0) {
-    ev.push_back(absl::StrCat(facts.owners_unreadable,
-                              " resource owner(s) could not be identified: ",
-                              SanitizeUtf8(facts.owner_error)));
+    ev.push_back(absl::StrCat(
+        facts.owners_unreadable,
+        " resource owner(s) could not be identified: ", SanitizeUtf8(facts.owner_error)));
   }
   const bool init_unknown = c.init_container && c.liveness == Liveness::kUnknown;
   if (init_unknown) {

@@ -122,7 +122,8 @@ absl::StatusOr<std::shared_ptr<const WindowResult>> TransportObserver::Evaluated
     ++evaluations_total_;
   }
   auto result = std::make_shared<WindowResult>();
-  ring_([&](const sampler::SampleRing& ring) { *result = EvaluateWindow(ring, length, transport); });
+  ring_(
+      [&](const sampler::SampleRing& ring) { *result = EvaluateWindow(ring, length, transport); });
   std::lock_guard<std::mutex> lock(mu_);
   FillLastNonIdle(*result);
   // Kept for this sample only: OnSample clears the cache (a sample taken
@@ -174,8 +175,8 @@ absl::StatusOr<std::string> TransportObserver::PodJson(const std::string& ns,
   TransportOptions named = options_.transport;
   named.named_ns = ns;
   named.named_pod = pod;
-  auto one = Evaluated(length, named,
-                       absl::StrCat(absl::ToInt64Milliseconds(length), " ", ns, "/", pod));
+  auto one =
+      Evaluated(length, named, absl::StrCat(absl::ToInt64Milliseconds(length), " ", ns, "/", pod));
   if (!one.ok()) return one.status();
   for (const PodObservation& p : (*one)->pods) {
     if (p.ns == ns && p.pod == pod) return PodDocument(p, **one);
@@ -284,11 +285,11 @@ HttpAnswer TransportObserver::ServeHttp(const std::string& path, const std::stri
     HttpAnswer a = JsonError(HttpStatusOf(body.status()), body.status().message());
     if (body.status().code() == absl::StatusCode::kResourceExhausted) {
       // When the next sample (and an empty budget) is due, at the latest.
-      a.body = DumpJson(nlohmann::json{{"error", std::string(body.status().message())},
-                                       {"retry_after_seconds",
-                                        std::max<int64_t>(
-                                            1, absl::ToInt64Seconds(absl::Ceil(
-                                                   options_.sample_period, absl::Seconds(1))))}}) +
+      a.body = DumpJson(nlohmann::json{
+                   {"error", std::string(body.status().message())},
+                   {"retry_after_seconds",
+                    std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(options_.sample_period,
+                                                                         absl::Seconds(1))))}}) +
                "\n";
     }
     return a;

@@ -94,8 +94,9 @@ class TransportObserver {
   absl::StatusOr<std::shared_ptr<const WindowResult>> Result(absl::string_view window) const;
   // `length` evaluated with `transport`, from this sample's cache or within
   // its budget; `key` names the evaluation in the cache.
-  absl::StatusOr<std::shared_ptr<const WindowResult>> Evaluated(
-      absl::Duration length, const TransportOptions& transport, const std::string& key) const;
+  absl::StatusOr<std::shared_ptr<const WindowResult>> Evaluated(absl::Duration length,
+                                                                const TransportOptions& transport,
+                                                                const std::string& key) const;
   void FillLastNonIdle(WindowResult& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static ContainerKey KeyOf(const PodObservation& p, const ContainerObservation& c);
 

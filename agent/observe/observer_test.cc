@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/observe/document.h"
 #include "gmock/gmock.h"
-#include "nlohmann/json.hpp"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "test/testing/test_dirs.h"
 
 namespace fabric::observe {

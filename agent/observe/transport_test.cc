@@ -360,10 +360,11 @@ TEST(Transport, TwoHoldersOfASharedDeviceAreAmbiguous) {
     EXPECT_EQ(c.attribution, Attribution::kSharedAmbiguous);
     EXPECT_THAT(c.devices[0].holders, ElementsAre("ml/a", "ml/b"));
     EXPECT_EQ(c.devices[0].fabric_packets, 3000u) << "the device total";
-    EXPECT_THAT(c.evidence,
-                Contains(HasSubstr(absl::StrCat("rxe0 is shared: its counters are the device total, "
-                                                "used by ml/",
-                                                p.pod == "a" ? "b" : "a", " as well"))));
+    EXPECT_THAT(
+        c.evidence,
+        Contains(HasSubstr(absl::StrCat("rxe0 is shared: its counters are the device total, "
+                                        "used by ml/",
+                                        p.pod == "a" ? "b" : "a", " as well"))));
   }
   // Only a's resources in the window (b's sample falls out): a is sole owner,
   // and b, owning nothing, gets none of the bytes.
@@ -402,7 +403,9 @@ TEST(Transport, UsersThatAreNotPodsMakeASharedDeviceAmbiguous) {
   const sampler::Owned pd_only{.pd = 1};
   const std::vector<Case> cases = {
       {"host process with a connected QP",
-       [&](Sample& s) { s.host_owned = {sampler::HostOwned{300, "ib_write_bw", "rxe0", moving}}; },
+       [&](Sample& s) {
+         s.host_owned = {sampler::HostOwned{300, "ib_write_bw", "rxe0", moving}};
+       },
        Attribution::kSharedAmbiguous,
        "used by host pid 300 (ib_write_bw) owns 1 QP, 1 CQ, 1 MR (4.0 KiB), 1 PD as well"},
       {"IPoIB's QPs",
@@ -415,7 +418,9 @@ TEST(Transport, UsersThatAreNotPodsMakeASharedDeviceAmbiguous) {
        [&](Sample& s) { s.kernel_owned["rxe0"]["ib_core"] = {.qp = 1, .cq = 1, .pd = 1}; },
        Attribution::kSoleOwner, nullptr},
       {"a host process that only opened the device",
-       [&](Sample& s) { s.host_owned = {sampler::HostOwned{301, "ibv_devinfo", "rxe0", pd_only}}; },
+       [&](Sample& s) {
+         s.host_owned = {sampler::HostOwned{301, "ibv_devinfo", "rxe0", pd_only}};
+       },
        Attribution::kSoleOwner, "also on rxe0: host pid 301 (ibv_devinfo) owns 1 PD"},
   };
   for (const Case& tc : cases) {
@@ -657,12 +662,11 @@ TEST(Transport, AFinishedInitContainerIsNoFallback) {
   constexpr char kSandbox[] = "5555555555550000000000000000000000000000000000000000000000000005";
   auto fill = [&](bool names) {
     return [names, kSandbox](Sample& s, int i) {
-      Grant init = G("ml", "member-4", kUidA, "fetch", "device.gpustack.ai/rdma.shared", "rxe0",
-                     false);
+      Grant init =
+          G("ml", "member-4", kUidA, "fetch", "device.gpustack.ai/rdma.shared", "rxe0", false);
       init.hold.init_container = true;
-      s.grants = {init,
-                  G("ml", "member-4", kUidA, "store", "device.gpustack.ai/rdma.shared", "rxe0",
-                    false)};
+      s.grants = {init, G("ml", "member-4", kUidA, "store", "device.gpustack.ai/rdma.shared",
+                          "rxe0", false)};
       s.traffic = {Packets("rxe0", i * 5000)};
       PodNet n = Net(kUidA, i * 4 * kMiB);
       n.container_ids = {kSandbox, kCidA};

@@ -203,8 +203,8 @@ PodNetFacts NetFacts(const Window& w, const PodEntity* p) {
   }
   if (!first->readable || !last->readable) {
     auto e = p->errors.find(!last->readable ? w.newest_seq() : first_seq);
-    f.why = absl::StrCat("the Pod's network bytes are unreadable (through pid ", p->pid, "): ",
-                         SanitizeUtf8(e == p->errors.end() ? "no reason given" : e->second));
+    f.why = absl::StrCat("the Pod's network bytes are unreadable (through pid ", p->pid,
+                         "): ", SanitizeUtf8(e == p->errors.end() ? "no reason given" : e->second));
     return f;
   }
   if (gap) {

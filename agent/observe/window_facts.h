@@ -53,11 +53,11 @@ struct HostUser {
   sampler::Owned owned;
 };
 struct DeviceUsers {
-  std::set<std::string> pods;            // Pod UIDs with a QP that can move bytes
-  std::map<uint32_t, HostUser> hosts;    // by process
+  std::set<std::string> pods;                    // Pod UIDs with a QP that can move bytes
+  std::map<uint32_t, HostUser> hosts;            // by process
   std::map<std::string, sampler::Owned> kernel;  // by kern_name
-  sampler::Owned unattributed;           // owner not known (sample.h)
-  std::string dump_failed;               // why its dump failed in some sample; "" if never
+  sampler::Owned unattributed;                   // owner not known (sample.h)
+  std::string dump_failed;                       // why its dump failed in some sample; "" if never
 };
 
 // A container's liveness in the window's newest sample.
@@ -100,7 +100,7 @@ struct PodFacts {
 struct Facts {
   Window window;
   std::string problem;  // why no container of the window gets a verdict; "" if none
-  std::map<std::string, PodFacts> pods;  // by UID, or "name:ns/pod" when the UID is unknown
+  std::map<std::string, PodFacts> pods;      // by UID, or "name:ns/pod" when the UID is unknown
   std::map<std::string, DeviceUsers> users;  // by device
   std::map<std::string, Delta> deltas;       // by device, for every device asked
   uint32_t owners_exited = 0, owners_unreadable = 0;  // the most in any sample

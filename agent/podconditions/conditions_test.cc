@@ -112,8 +112,9 @@ TEST(FabricAttachedTest, FalseAfterTheGraceWithTheEvidence) {
   Desired d = DesiredConditions(Pod(), &opened, pending.memory, kStart + absl::Seconds(60));
   EXPECT_EQ(d.attached.status, "False");
   EXPECT_EQ(d.attached.reason, "NotAttached");
-  EXPECT_EQ(d.attached.message,
-            "engine: opened rxe0 (1 CQ, 1 PD), no QP that can move bytes after 1m (the attach grace)");
+  EXPECT_EQ(
+      d.attached.message,
+      "engine: opened rxe0 (1 CQ, 1 PD), no QP that can move bytes after 1m (the attach grace)");
 
   PodObservation never = Obs(Verdict::kIdle, Dev(0));
   Desired n = DesiredConditions(Pod(), &never, {}, kStart + absl::Minutes(5));

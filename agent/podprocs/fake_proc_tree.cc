@@ -109,8 +109,7 @@ absl::StatusOr<std::string> CountingProcFiles::Read(const std::string& path, siz
   return real_->Read(path, max_bytes);
 }
 
-absl::StatusOr<std::vector<ProcFiles::DirEntry>> CountingProcFiles::List(
-    const std::string& path) {
+absl::StatusOr<std::vector<ProcFiles::DirEntry>> CountingProcFiles::List(const std::string& path) {
   ++lists_;
   if (before) {
     absl::Status s = before("list", path);
@@ -235,8 +234,8 @@ void FakeProcTree::SetCgroupText(uint32_t pid, const std::string& text) {
 void FakeProcTree::RemoveProcess(uint32_t pid) {
   // Kept aside, not deleted: its inode stays taken, so a process added again
   // under this PID gets another, as every new /proc/<pid> instance does.
-  const std::string gone = root_ + "/.gone/" + std::to_string(pid) + "-" +
-                           std::to_string(start_times_[pid]);
+  const std::string gone =
+      root_ + "/.gone/" + std::to_string(pid) + "-" + std::to_string(start_times_[pid]);
   std::error_code ec;
   fs::create_directories(root_ + "/.gone", ec);
   fs::rename(PidDir(pid), gone, ec);
@@ -280,8 +279,8 @@ void FakeProcTree::RemoveThread(uint32_t tid, uint32_t tgid) {
 }
 
 std::string FakeProcTree::StatusText(const std::string& comm, uint32_t tgid, uint32_t pid) {
-  return "Name:\t" + comm + "\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t" +
-         std::to_string(tgid) + "\nNgid:\t0\nPid:\t" + std::to_string(pid) +
+  return "Name:\t" + comm + "\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t" + std::to_string(tgid) +
+         "\nNgid:\t0\nPid:\t" + std::to_string(pid) +
          "\nPPid:\t1\nTracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n"
          "FDSize:\t64\nThreads:\t1\n";
 }

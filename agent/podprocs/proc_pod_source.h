@@ -141,9 +141,9 @@ class ProcPodSource : public ProcSource {
  private:
   struct Entry {
     uint64_t start_time = 0;
-    uint64_t dir_ino = 0;  // of /proc/<pid> when last listed
-    std::optional<bool> in_host_netns;  // InHostNetns, once told
-    bool listed = false;                 // by the last scan (not only Identify'd)
+    uint64_t dir_ino = 0;                    // of /proc/<pid> when last listed
+    std::optional<bool> in_host_netns;       // InHostNetns, once told
+    bool listed = false;                     // by the last scan (not only Identify'd)
     std::optional<CgroupIdentity> identity;  // nullopt: not in a Pod
     bool confirmed = false;                  // a non-Pod result read twice
   };

@@ -52,7 +52,7 @@ RdmaResource Make(ResourceKind kind, const std::string& device, uint32_t id, uin
 }  // namespace
 
 RdmaResource Qp(const std::string& device, uint32_t lqpn, uint32_t pid, uint32_t port,
-               uint8_t state) {
+                uint8_t state) {
   RdmaResource r = Make(ResourceKind::kQp, device, lqpn, pid);
   r.port = port;
   r.qp_type = 2;  // IB_QPT_RC

@@ -221,7 +221,8 @@ class DumpRun {
     struct ModeSink : wire::MessageSink {
       absl::Status OnMessage(absl::string_view message) override {
         netns::NetnsMode m;
-        switch (netns::wire::ParseNetnsMode(reinterpret_cast<const nlmsghdr*>(message.data()), &m)) {
+        switch (
+            netns::wire::ParseNetnsMode(reinterpret_cast<const nlmsghdr*>(message.data()), &m)) {
           case netns::wire::ParseResult::kOk:
             mode = m;
             return absl::OkStatus();

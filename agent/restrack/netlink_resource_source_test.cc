@@ -244,8 +244,7 @@ class NetlinkResourceSourceTest : public ::testing::Test {
     FakeDevice rxe0;
     rxe0.index = 1;
     rxe0.name = "rxe0";
-    rxe0.resources[ResourceKind::kQp] = {GsiEntry(1), UserEntry(17, 164, 1),
-                                         UserEntry(18, 166, 1)};
+    rxe0.resources[ResourceKind::kQp] = {GsiEntry(1), UserEntry(17, 164, 1), UserEntry(18, 166, 1)};
     rxe0.resources[ResourceKind::kCq] = {KernelEntryOf(0, "ib_core"), UserEntry(1, 164),
                                          UserEntry(2, 166)};
     rxe0.resources[ResourceKind::kMr] = {UserEntry(1, 164, 0, 4096), UserEntry(2, 166, 0, 8192)};
@@ -290,9 +289,8 @@ TEST_F(NetlinkResourceSourceTest, EveryKindOfEveryDevice) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, Everything());
   EXPECT_EQ(kernel_.connections, 1);
-  EXPECT_THAT(kernel_.requests,
-              ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3",
-                          "pd@3"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3",
+                                            "cq@3", "mr@3", "pd@3"));
   DumpNotes notes = source->LastDumpNotes();
   EXPECT_EQ(notes.rejected_entries, 0u);
   EXPECT_EQ(notes.vanished_devices, 0u);
@@ -318,9 +316,8 @@ TEST_F(NetlinkResourceSourceTest, ADeviceThatDisappearsMidDumpIsSkipped) {
   want.resize(11);  // rxe0's only: mlx5_0's QPs went with it
   EXPECT_EQ(*got, want);
   EXPECT_EQ(source->LastDumpNotes().vanished_devices, 1u);
-  EXPECT_THAT(kernel_.requests,
-              ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3", "cq@3", "mr@3",
-                          "list"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3",
+                                            "cq@3", "mr@3", "list"));
 }
 
 // A refusal for every device is no device's own failure: the whole Dump fails.

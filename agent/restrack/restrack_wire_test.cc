@@ -15,12 +15,12 @@ namespace fabric::restrack::wire {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::GsiEntry;
 using ::testing::HasSubstr;
 using testing::KernelEntry;
-using testing::GsiEntry;
 using testing::KernelEntryOf;
-using testing::Res;
 using testing::MessageBuilder;
+using testing::Res;
 using testing::ResourceMessage;
 using testing::UserEntry;
 
@@ -73,9 +73,9 @@ TEST(RestrackWireTest, ResourceDumpRequestsNameTheDevice) {
 }
 
 TEST(RestrackWireTest, QpsWithPidsAndTheKernelsOwn) {
-  const std::string m = ResourceMessage(ResourceKind::kQp, 1, "rxe0",
-                                        {GsiEntry(1), UserEntry(17, 164, 1),
-                                         UserEntry(18, 166, 1), UserEntry(19, 170)});
+  const std::string m = ResourceMessage(
+      ResourceKind::kQp, 1, "rxe0",
+      {GsiEntry(1), UserEntry(17, 164, 1), UserEntry(18, 166, 1), UserEntry(19, 170)});
   EXPECT_THAT(ParseOk(ResourceKind::kQp, {m}, 1u),
               ElementsAre(Res(ResourceKind::kQp, "rxe0", 1, 1, 0, "ib_core"),
                           Res(ResourceKind::kQp, "rxe0", 1, 17, 164),

@@ -114,8 +114,8 @@ void SampleRing::Append(const Sample& s) {
     d.last_seq = seq;
   }
 
-  auto put_owner = [&](std::map<OwnerKey, OwnerEntity>& into, OwnerKey key, const Owned& o)
-      -> OwnerEntity& {
+  auto put_owner = [&](std::map<OwnerKey, OwnerEntity>& into, OwnerKey key,
+                       const Owned& o) -> OwnerEntity& {
     OwnerEntity& e = into.try_emplace(std::move(key)).first->second;
     if (e.owned.slots() == 0) e.owned = Series<OwnedValue>(capacity_);
     e.owned.Put(slot, seq, OwnedValue::Of(o));
@@ -222,9 +222,8 @@ size_t SampleRing::MemoryBytes() const {
   for (const auto* m : {&containers_, &others_}) {
     for (const auto& [key, e] : *m) {
       bytes += kMapNodeBytes + sizeof(e) + StringBytes(std::get<0>(key)) +
-               StringBytes(std::get<1>(key)) + StringBytes(std::get<2>(key)) +
-               StringBytes(e.comm) + capacity_ * Series<OwnedValue>::kBytesPerSlot +
-               e.pids.size() * kMapNodeBytes;
+               StringBytes(std::get<1>(key)) + StringBytes(std::get<2>(key)) + StringBytes(e.comm) +
+               capacity_ * Series<OwnedValue>::kBytesPerSlot + e.pids.size() * kMapNodeBytes;
     }
   }
   for (const auto& [uid, p] : pods_) {

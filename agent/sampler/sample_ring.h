@@ -105,11 +105,11 @@ struct OwnerEntity {
 
 struct PodEntity {
   Series<NetValue> net;
-  uint32_t pid = 0;                        // the newest bytes were read through it
-  std::map<uint64_t, std::string> errors;  // samples whose bytes were unreadable, with why
+  uint32_t pid = 0;                          // the newest bytes were read through it
+  std::map<uint64_t, std::string> errors;    // samples whose bytes were unreadable, with why
   std::vector<std::string> live_containers;  // of the newest sample that saw a process
   uint64_t live_seq = 0;
-  PodNames names;  // merged over the kept samples that named the Pod
+  PodNames names;                             // merged over the kept samples that named the Pod
   std::map<std::string, uint64_t> named_seq;  // container ID -> the newest sample naming it
   uint64_t last_seq = 0;
 };

@@ -49,8 +49,8 @@ Sample Round(int devices, int pods, uint64_t round) {
     s.pods.push_back(n);
     s.names[uid] = PodNames{"bench", absl::StrCat("pod-", p), {{cid, "engine"}}, {}};
     Grant g;
-    g.hold = PodDeviceHold{"bench", absl::StrCat("pod-", p), "engine", "vpc.amazonaws.com/efa",
-                           dev, uid};
+    g.hold = PodDeviceHold{"bench", absl::StrCat("pod-", p), "engine", "vpc.amazonaws.com/efa", dev,
+                           uid};
     g.exclusive = pods <= devices;
     s.grants.push_back(g);
   }
@@ -66,8 +66,9 @@ TEST(SampleRingTest, AFullRingIsSmallAndStaysSo) {
   const size_t full = ring.MemoryBytes();
   EXPECT_LT(full, 2u << 20) << full;
   // What the rules need per slot, times the slots, is most of it.
-  const size_t per_slot = 32 * Series<TrafficValue>::kBytesPerSlot +
-                          256 * (Series<OwnedValue>::kBytesPerSlot + Series<NetValue>::kBytesPerSlot);
+  const size_t per_slot =
+      32 * Series<TrafficValue>::kBytesPerSlot +
+      256 * (Series<OwnedValue>::kBytesPerSlot + Series<NetValue>::kBytesPerSlot);
   EXPECT_GT(full, 122 * per_slot);
   for (uint64_t r = 123; r <= 244; ++r) ring.Append(Round(32, 256, r));
   EXPECT_EQ(ring.MemoryBytes(), full);

@@ -52,9 +52,7 @@ std::optional<uint64_t> SumOf(std::optional<uint64_t> a, std::optional<uint64_t>
   return a.value_or(0) + b.value_or(0);
 }
 
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 void Add(Owned* o, const restrack::RdmaResource& r) {
   switch (r.kind) {

@@ -73,7 +73,8 @@ class FakeProcs : public podprocs::ProcSource {
   }
   absl::StatusOr<podprocs::PodProcess> Identify(uint32_t pid) override {
     identify_calls[pid]++;
-    if (denied.count(pid)) return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, ": EACCES"));
+    if (denied.count(pid))
+      return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, ": EACCES"));
     auto it = pods.find(pid);
     if (it == pods.end()) return absl::NotFoundError(absl::StrCat("pid ", pid, ": not in a Pod"));
     return podprocs::PodProcess{pid, it->second};

@@ -178,9 +178,9 @@ struct Measured {
   double threaded_rounds = 0;
   double threaded_percent = 0;  // process CPU / wall at the short period
   double heap_per_sample_kib = 0, heap_full_mib = 0, heap_second_fill_mib = 0;
-  double ring_bytes_mib = 0;     // SampleRing::MemoryBytes() of the full ring
-  double ring_heap_mib = 0;      // a SampleRing filled alone, heap measured
-  double samples_ring_mib = 0;   // the same-run baseline: a ring of whole Samples (issue 17's)
+  double ring_bytes_mib = 0;    // SampleRing::MemoryBytes() of the full ring
+  double ring_heap_mib = 0;     // a SampleRing filled alone, heap measured
+  double samples_ring_mib = 0;  // the same-run baseline: a ring of whole Samples (issue 17's)
   double rss_growth_mib = 0, rss_second_fill_mib = 0;
   size_t capacity = 0;
   size_t doc_kib = 0;
@@ -392,8 +392,9 @@ std::vector<Row> RunSamplerCase(const BenchOptions& o) {
          .unit = "MiB",
          .baseline = m.samples_ring_mib,
          .baseline_name = "whole Samples (issue 17's ring)",
-         .ratio = m.samples_ring_mib > 0 ? std::optional<double>(m.ring_heap_mib / m.samples_ring_mib)
-                                         : std::nullopt,
+         .ratio = m.samples_ring_mib > 0
+                      ? std::optional<double>(m.ring_heap_mib / m.samples_ring_mib)
+                      : std::nullopt,
          .target = i == 1 ? "<= 2 MiB" : "",
          .verdict = i == 1 ? Verdict(m.ring_heap_mib <= 2.0) : "",
          .note = fmt::format("{:.1f} KiB per sample; fabric_sampler_ring_bytes says {:.2f} MiB",

@@ -351,15 +351,16 @@ std::vector<Row> RunScaleCase(const BenchOptions& o) {
                     .baseline_name = "/healthz p50",
                     .ratio = p50 / h50,
                     .note = note});
-    rows.push_back({.case_name = kCase,
-                    .metric = fmt::format("{} p99, {}", q.name, label),
-                    .value = p99,
-                    .unit = "ms",
-                    .baseline = h99,
-                    .baseline_name = "/healthz p99",
-                    .ratio = p99 / h99,
-                    .target = q.target_p99_ms > 0 ? fmt::format("<= {:.0f} ms", q.target_p99_ms) : "",
-                    .verdict = q.target_p99_ms > 0 ? Verdict(p99 <= q.target_p99_ms) : ""});
+    rows.push_back(
+        {.case_name = kCase,
+         .metric = fmt::format("{} p99, {}", q.name, label),
+         .value = p99,
+         .unit = "ms",
+         .baseline = h99,
+         .baseline_name = "/healthz p99",
+         .ratio = p99 / h99,
+         .target = q.target_p99_ms > 0 ? fmt::format("<= {:.0f} ms", q.target_p99_ms) : "",
+         .verdict = q.target_p99_ms > 0 ? Verdict(p99 <= q.target_p99_ms) : ""});
   }
   rows.push_back({.case_name = kCase,
                   .metric = "  /v1/pods body, " + label,
