@@ -90,6 +90,7 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   mkdir -p "$OUT/asan"
   if configure "$OUT/asan" -O1 -DFABRIC_SANITIZE=address,undefined && cmake --build "$OUT/asan" -j"$JOBS"; then
     (cd "$OUT/asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest -LE 'e2e|nosan' --output-on-failure -j"$JOBS" --timeout 900)
     record $? "ctest (asan+ubsan)"
