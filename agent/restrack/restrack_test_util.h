@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,10 @@ struct KernelEntry {
   std::string kern_name;    // kernel resource: RES_KERN_NAME when non-empty
   uint64_t mr_bytes = 0;    // MRs
   bool old_layout = false;  // Linux 4.18-5.0: no CQN/MRN/PDN, no PDN/CTXN links
-  // QPs: enum ib_qp_type and ib_qp_state as ib_query_qp reports them.
-  uint8_t qp_type = 2;   // IB_QPT_RC
-  uint8_t qp_state = 3;  // IB_QPS_RTS
+  // QPs: enum ib_qp_type and ib_qp_state as ib_query_qp reports them; nullopt
+  // leaves the attribute out, as a reply the parser must still take.
+  std::optional<uint8_t> qp_type = 2;   // IB_QPT_RC
+  std::optional<uint8_t> qp_state = 3;  // IB_QPS_RTS
 };
 
 inline KernelEntry UserEntry(uint32_t id, uint32_t pid, uint32_t port = 0, uint64_t mr_bytes = 0) {
@@ -122,8 +124,8 @@ class MessageBuilder {
         if (e.qp_type == 2 || e.qp_type == 3 || e.qp_type == 10) {  // RC, UC, XRC_TGT
           mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE, 3);
         }
-        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_TYPE, e.qp_type);
-        mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_STATE, e.qp_state);
+        if (e.qp_type) mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_TYPE, *e.qp_type);
+        if (e.qp_state) mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_RES_STATE, *e.qp_state);
         break;
       case ResourceKind::kCq:
         mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CQE, 256);

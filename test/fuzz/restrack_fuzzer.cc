@@ -86,6 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       e.pid = res.pid;
       e.kern_name = res.kern_name;
       e.mr_bytes = res.mr_bytes;
+      e.qp_type = res.qp_type;
+      e.qp_state = res.qp_state;
       entries.push_back(e);
     }
     again += rt::ResourceMessage(kind, 1, got[i].device, entries);
