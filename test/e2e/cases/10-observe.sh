@@ -5,13 +5,15 @@
 # config) gives each its own netns on the bridge e2e-cni0 (10.99.0.0/24; the VM's root netns is
 # 10.99.0.1). Peers run in the root netns. The agent runs with --observe --sample-period 1s, and
 # `fabricctl observe --pod default/NAME --window 15s -o json` must say, at once for all Pods:
-#   a. o-rdma (device.gpustack.ai/rdma: 1) runs ibv_rc_pingpong over its device: rdma, its own QPs,
-#      exclusive;
+#   a. o-rdma (device.gpustack.ai/rdma: 1) runs ibv_rc_pingpong over its device, its peer a host
+#      process on the same device: rdma, its own QPs, and shared-ambiguous naming the host process
+#      (issue 27, item 2: the device's counters carry the peer's packets too);
 #   b. o-tcp (the same spec) runs fi_pingpong -p tcp instead: tcp, a fallback, exit 20;
 #   c. o-hostpath (/dev/infiniband as a hostPath, no grant: EPERM on open) sends over TCP: tcp, and
 #      exit 20 with --expect rdma;
 #   d. o-shared-active and o-shared-idle hold device.gpustack.ai/rdma.shared tokens on one device;
-#      the active one runs ibv_rc_pingpong: rdma with sole-owner; the other is idle (exit 21);
+#      the active one runs both ends of an RC connection (e2e-verbs-actor loop, no host peer on
+#      the device): rdma with sole-owner; the other is idle (exit 21);
 #   e. o-idle (no grant, no traffic): idle.
 # And the busy, messy node of issue 27, each a case where the verdict used to be wrong:
 #   f. o-pd-only holds a third rxe2 token, opens rxe2 with a PD and a CQ but no QP (a stack that failed
@@ -132,8 +134,6 @@ gid_of='case $d in rxe0) g='${GID[rxe0]}';; rxe1) g='${GID[rxe1]}';; rxe2) g='${
   rxe3) g='${GID[rxe3]}';; rxe4) g='${GID[rxe4]}';; esac'
 RDMA_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; echo "device $d gid $g";
   until ibv_rc_pingpong -d $d -g $g -e -s 4096 -n 100000000 -p PORT '$GW'; do sleep 0.5; done'
-SHARED_CLIENT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'; echo "device $d gid $g";
-  until ibv_rc_pingpong -d $d -g $g -e -s 4096 -n 100000000 -p 18516 '$GW'; do sleep 0.5; done'
 tcp_client() {  # PORT
   echo "while :; do fi_pingpong -p tcp -e msg -P $1 -I 20 -S 65536 $GW >/dev/null 2>&1 && echo round; sleep 0.3; done"
 }
@@ -159,12 +159,14 @@ rdma_dev=$(uid_devices "$uid_rdma" "$RES")
 log "o-rdma granted $rdma_dev at $(since)s"
 rkvm_pod o-tcp "$(limits "$RES")" 0 false "$(tcp_client 47592)" | run_static_pod o-tcp
 rkvm_pod o-hostpath "" 1 false "ibv_devinfo -d rxe0 2>&1 | head -n 3; $(tcp_client 47593)" | run_static_pod o-hostpath
-rkvm_pod o-shared-active "$(limits "$SHARED")" 0 false "$SHARED_CLIENT" | run_static_pod o-shared-active
+ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
+[[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
+# Both ends in the Pod, so nothing but Pods uses rxe2 (a host peer would make it shared-ambiguous).
+SHARED_ACTIVE='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 stay'
+rkvm_pod o-shared-active "$(limits "$SHARED")" 0 false "$SHARED_ACTIVE" | run_static_pod o-shared-active
 rkvm_pod o-shared-idle "$(limits "$SHARED")" 0 false | run_static_pod o-shared-idle
 rkvm_pod o-idle "" 0 false | run_static_pod o-idle
 # f.-i.: the issue 27 Pods.
-ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
-[[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
 PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(http_client)"
 THREAD_LOOP='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 WHO'
 rkvm_pod o-pd-only "$(limits "$SHARED")" 0 false "$PD_ONLY" | run_static_pod o-pd-only
@@ -188,7 +190,6 @@ peer_loop() {  # NAME CMD...: runs CMD again whenever it ends
   start_bg "$1" sh -c 'shift; while :; do "$@"; sleep 0.2; done' peer "$@"
 }
 peer_loop srv-rdma ibv_rc_pingpong -d "$rdma_dev" -g "${GID[$rdma_dev]}" -e -s 4096 -n 100000000 -p 18515
-peer_loop srv-shared ibv_rc_pingpong -d rxe2 -g "${GID[rxe2]}" -e -s 4096 -n 100000000 -p 18516
 peer_loop srv-tcp fi_pingpong -p tcp -e msg -B 47592 -I 20 -S 65536
 peer_loop srv-hostpath fi_pingpong -p tcp -e msg -B 47593 -I 20 -S 65536
 mkdir -p "$OUT/www" && dd if=/dev/zero of="$OUT/www/z" bs=65536 count=32 2>/dev/null
@@ -339,11 +340,14 @@ if ((OBSERVE)); then
     local what=$1; shift
     "$@" || fail "$what: $(doc "${TAG:-x}" . | head -c 1500)"
   }
-  # a. rdma, exclusive, its own QPs on the granted device
+  # a. rdma, its own QPs on the granted device, shared-ambiguous with the host peer named
   TAG=o-rdma
   expect "o-rdma: verdict $(verdict o-rdma), want rdma" test "$(verdict o-rdma)" == rdma
   expect "o-rdma: exit $(rc o-rdma), want 0" test "$(rc o-rdma)" == 0
-  expect "o-rdma: attribution, want exclusive" test "$(doc o-rdma "$c0.attribution")" == '"exclusive"'
+  expect "o-rdma: attribution, want shared-ambiguous (its peer is a host process on $rdma_dev)" \
+    test "$(doc o-rdma "$c0.attribution")" == '"shared-ambiguous"'
+  expect "o-rdma: the evidence names the host peer" \
+    test "$(doc o-rdma "[$c0.evidence[] | select(test(\"host pid [0-9]+ [(]ibv_rc_pingpong[)] owns 1 QP\"))] | length")" -ge 1
   expect "o-rdma: owned.qp on $rdma_dev, want >= 1" \
     test "$(doc o-rdma "[$c0.devices[]? | select(.device == \"$rdma_dev\") | .owned.qp] | max // 0")" -ge 1
   # b. the same spec over TCP: a fallback
