@@ -162,8 +162,9 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
   }
   ev->push_back(moved);
   if (o.attribution == Attribution::kSharedAmbiguous && !others.movers.empty()) {
-    ev->push_back(absl::StrCat(o.device, " is shared: its counters are the device total, used by ",
-                               absl::StrJoin(others.movers, "; "), " as well"));
+    ev->push_back(absl::StrCat(
+        o.device, " is shared: its counters are the device total, and others use it too: ",
+        absl::StrJoin(others.movers, "; ")));
   }
   std::vector<std::string> listed = others.idle;
   if (!active) listed.insert(listed.begin(), others.movers.begin(), others.movers.end());

@@ -363,8 +363,8 @@ TEST(Transport, TwoHoldersOfASharedDeviceAreAmbiguous) {
     EXPECT_THAT(
         c.evidence,
         Contains(HasSubstr(absl::StrCat("rxe0 is shared: its counters are the device total, "
-                                        "used by ml/",
-                                        p.pod == "a" ? "b" : "a", " as well"))));
+                                        "and others use it too: ml/",
+                                        p.pod == "a" ? "b" : "a"))));
   }
   // Only a's resources in the window (b's sample falls out): a is sole owner,
   // and b, owning nothing, gets none of the bytes.
@@ -407,10 +407,10 @@ TEST(Transport, UsersThatAreNotPodsMakeASharedDeviceAmbiguous) {
          s.host_owned = {sampler::HostOwned{300, "ib_write_bw", "rxe0", moving}};
        },
        Attribution::kSharedAmbiguous,
-       "used by host pid 300 (ib_write_bw) owns 1 QP, 1 CQ, 1 MR (4.0 KiB), 1 PD as well"},
+       "others use it too: host pid 300 (ib_write_bw) owns 1 QP, 1 CQ, 1 MR (4.0 KiB), 1 PD"},
       {"IPoIB's QPs",
        [&](Sample& s) { s.kernel_owned["rxe0"]["ib_ipoib"] = {.qp = 2, .qp_active = 2}; },
-       Attribution::kSharedAmbiguous, "used by the kernel's ib_ipoib owns 2 QP as well"},
+       Attribution::kSharedAmbiguous, "others use it too: the kernel's ib_ipoib owns 2 QP"},
       {"a QP whose creating thread exited",
        [&](Sample& s) { s.unattributed["rxe0"] = {.qp = 1, .qp_active = 1}; },
        Attribution::kSharedAmbiguous, "1 QP whose owner cannot be identified"},
