@@ -36,7 +36,7 @@ case "${E2E_KVM:-auto}" in
 esac
 set +e
 timeout "${E2E_VM_TIMEOUT:-2400}" qemu-system-x86_64 "${ACCEL[@]}" \
-  -m "${E2E_MEM:-1024}" -smp "${E2E_CPUS:-2}" \
+  -m "${E2E_MEM:-2048}" -smp "${E2E_CPUS:-2}" \
   -nodefaults -no-reboot -display none -serial stdio -monitor none \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$INITRD" \
   -append "console=ttyS0 quiet loglevel=4 panic=-1 no_timer_check vm.out=$OUTDIR vm.cmd=$OUTDIR/.vm-cmd.sh" \
