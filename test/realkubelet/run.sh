@@ -148,6 +148,19 @@ pod_device_ids() {  # NAME [RESOURCE]
      .DeviceIDs | if type == "object" then [.[][]] else . end | .[]' |
     sort
 }
+# The same for a Pod that runs and must hold devices: retries while the answer is empty (the kubelet's
+# /pods and its checkpoint are read separately, and once came back empty for a running Pod).
+wait_pod_device_ids() {  # NAME RESOURCE [TIMEOUT_S]
+  local i ids
+  for ((i = 0; i < ${3:-15} * 4; i++)); do
+    ids=$(pod_device_ids "$1" "$2")
+    [[ -n $ids ]] && { echo "$ids"; return 0; }
+    sleep 0.25
+  done
+  echo "wait_pod_device_ids: $1 holds no $2 after ${3:-15}s (uid '$(pod_uid "$1")'; checkpoint entries: $(checkpoint |
+    jq -c '[.Data.PodDeviceEntries[]? | {p: .PodUID[0:8], r: .ResourceName}]' 2>/dev/null))" >&2
+  return 1
+}
 # The fake node: RDMA device name -> uverbsN; uverbsN -> "maj:min".
 uverbs_of() { local u; for u in "$TREE"/sys/class/infiniband_verbs/uverbs*; do
   [[ $(cat "$u/ibdev") == "$1" ]] && basename "$u"; done; }

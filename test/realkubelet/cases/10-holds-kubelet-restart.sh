@@ -9,7 +9,8 @@ n_rdma=$(rdma_devices | wc -l)
 registered() { checkpoint | jq -r --arg r "$1" '.Data.RegisteredDevices[$r] // [] | length'; }
 mkpod c10-shared "$SHARED=1" | run_static_pod c10-shared
 wait_container_running c10-shared c 60 || { echo "NOT OK: shared Pod not running"; exit 1; }
-dev=$(pod_device_ids c10-shared $SHARED | sed 's/\.t[0-9]*$//')
+dev=$(wait_pod_device_ids c10-shared $SHARED | sed 's/\.t[0-9]*$//')
+[[ -n $dev ]] || { echo "NOT OK: the running shared Pod holds no $SHARED token in the kubelet's checkpoint"; exit 1; }
 for ((i = 0; i < 50; i++)); do [[ $(registered $RDMA) == $((n_rdma - 1)) ]] && break; sleep 0.1; done
 echo "c10-shared holds a token of $dev; the kubelet sees $(registered $RDMA)/$n_rdma exclusive rdma units healthy"
 expect "before the restart, $dev is withdrawn from the exclusive pool" \
