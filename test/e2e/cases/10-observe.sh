@@ -161,8 +161,9 @@ rkvm_pod o-tcp "$(limits "$RES")" 0 false "$(tcp_client 47592)" | run_static_pod
 rkvm_pod o-hostpath "" 1 false "ibv_devinfo -d rxe0 2>&1 | head -n 3; $(tcp_client 47593)" | run_static_pod o-hostpath
 ACTOR=$E2E_TOOLS_DIR/e2e-verbs-actor
 [[ -x $ACTOR ]] || fail "e2e-verbs-actor is not built (test/e2e/tools)"
-# Both ends in the Pod, so nothing but Pods uses rxe2 (a host peer would make it shared-ambiguous).
-SHARED_ACTIVE='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 stay'
+# Both ends in the Pod (created by its main thread, so the kernel names the process), so nothing but
+# Pods uses rxe2 (a host peer would make it shared-ambiguous).
+SHARED_ACTIVE='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 main'
 rkvm_pod o-shared-active "$(limits "$SHARED")" 0 false "$SHARED_ACTIVE" | run_static_pod o-shared-active
 rkvm_pod o-shared-idle "$(limits "$SHARED")" 0 false | run_static_pod o-shared-idle
 rkvm_pod o-idle "" 0 false | run_static_pod o-idle
