@@ -8,7 +8,8 @@
 #   a. o-rdma (device.gpustack.ai/rdma: 1) runs ibv_rc_pingpong over its device, its peer a host
 #      process on the same device: rdma, its own QPs, and shared-ambiguous naming the host process
 #      (issue 27, item 2: the device's counters carry the peer's packets too);
-#   b. o-tcp (the same spec) runs fi_pingpong -p tcp instead: tcp, a fallback, exit 20;
+#   b. o-tcp (the same spec) runs fi_pingpong -p tcp instead, and a plain download beside it: tcp, a
+#      fallback, exit 20;
 #   c. o-hostpath (/dev/infiniband as a hostPath, no grant: EPERM on open) sends over TCP: tcp, and
 #      exit 20 with --expect rdma;
 #   d. o-shared-active and o-shared-idle hold device.gpustack.ai/rdma.shared tokens on one device;
