@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/file_util.h"
 #include "agent/config/config.h"
 
 namespace fabric::bench {
@@ -42,10 +43,17 @@ std::string AgentHarness::PoolSocket(const std::string& resource) const {
   return absl::StrCat(dir_.path(), "/device-plugins/", p.SocketName());
 }
 
-AgentOptions SampleNodeOptions(const std::string& testdata, const std::string& node) {
+std::string SampleNodeDir(const BenchOptions& o, const std::string& node) {
+  const std::string generated = o.generated_nodes + "/" + node;
+  if (!o.generated_nodes.empty() && IsDirectory(generated + "/sys")) return generated;
+  return o.testdata + "/nodes/" + node;
+}
+
+AgentOptions SampleNodeOptions(const BenchOptions& bench, const std::string& node) {
+  const std::string dir = SampleNodeDir(bench, node);
   AgentOptions o;
-  o.paths.sysfs_root = testdata + "/nodes/" + node + "/sys";
-  o.paths.dev_root = testdata + "/nodes/" + node + "/dev";
+  o.paths.sysfs_root = dir + "/sys";
+  o.paths.dev_root = dir + "/dev";
   return o;
 }
 

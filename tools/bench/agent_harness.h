@@ -13,6 +13,7 @@
 #include "agent/daemon/agent.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/cases.h"
 #include "tools/kubelet-sim/kubelet_sim.h"
 
 namespace fabric::bench {
@@ -43,8 +44,11 @@ class AgentHarness {
   std::unique_ptr<Agent> agent_;
 };
 
-// The p5 sample tree (or any under test/testdata/nodes) as agent paths.
-AgentOptions SampleNodeOptions(const std::string& testdata, const std::string& node);
+// A sample node tree: the copy generated at build time if there is one
+// (p5-128, too large to check in), else the one under <testdata>/nodes.
+std::string SampleNodeDir(const BenchOptions& bench, const std::string& node);
+// The same as agent paths.
+AgentOptions SampleNodeOptions(const BenchOptions& bench, const std::string& node);
 
 std::shared_ptr<grpc::Channel> UnixChannel(const std::string& socket_path);
 

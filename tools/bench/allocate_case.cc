@@ -36,7 +36,7 @@ std::vector<Row> RunAllocateCase(const BenchOptions& o) {
     return rows;
   };
   AgentHarness h;
-  absl::Status started = h.Start(SampleNodeOptions(o.testdata, "p5.48xlarge"));
+  absl::Status started = h.Start(SampleNodeOptions(o, "p5.48xlarge"));
   if (!started.ok()) return fail(std::string(started.message()));
   std::vector<std::string> ids;
   for (const auto& d : h.kubelet().Devices(kEfa)) ids.push_back(d.id);

@@ -33,6 +33,8 @@ ABSL_FLAG(bool, check, false,
 ABSL_FLAG(std::string, json, "", "Also write the rows as JSON to this file");
 ABSL_FLAG(std::string, testdata, "",
           "test/testdata dir (default: $FABRIC_TESTDATA, else the source tree)");
+ABSL_FLAG(std::string, generated_nodes, FABRIC_BENCH_GENERATED_NODES,
+          "Where the build generated the sample trees that are not checked in (p5-128)");
 ABSL_FLAG(std::string, agent_binary, "",
           "fabric-agent executable (default: the one built with this)");
 ABSL_FLAG(std::string, compare_agent_binary, "",
@@ -107,6 +109,7 @@ int Main() {
     const char* env = std::getenv("FABRIC_TESTDATA");
     o.testdata = env ? env : FABRIC_BENCH_TESTDATA;
   }
+  o.generated_nodes = absl::GetFlag(FLAGS_generated_nodes);
   o.agent_binary = absl::GetFlag(FLAGS_agent_binary);
   if (o.agent_binary.empty()) o.agent_binary = FABRIC_BENCH_AGENT_BINARY;
   o.compare_agent_binary = absl::GetFlag(FLAGS_compare_agent_binary);

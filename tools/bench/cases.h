@@ -13,6 +13,7 @@ namespace fabric::bench {
 
 struct BenchOptions {
   std::string testdata;              // <repo>/test/testdata
+  std::string generated_nodes;       // <build>/test/testdata/nodes: the trees not checked in
   std::string agent_binary;          // the fabric-agent executable (footprint case)
   std::string compare_agent_binary;  // optional: the same agent linked dynamically
   std::string cni_binary;            // fabric-cni (cni case)

@@ -20,7 +20,7 @@ std::vector<Row> RunDiscoveryCase(const BenchOptions& o) {
   };
   std::vector<Node> nodes;
   for (auto [name, n] : {std::pair<const char*, size_t>{"p5.48xlarge", 32}, {"p5-128", 128}}) {
-    AgentOptions opts = SampleNodeOptions(o.testdata, name);
+    AgentOptions opts = SampleNodeOptions(o, name);
     nodes.push_back({name, n, opts.paths, {}});
   }
   for (Node& n : nodes) {

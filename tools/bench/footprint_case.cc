@@ -164,7 +164,7 @@ absl::Status StartAgent(const BenchOptions& o, AgentRun& a) {
   a.dir = std::make_unique<TempDir>("fbfoot");
   a.kubelet = std::make_unique<sim::KubeletSim>(a.dir->path());
   if (absl::Status s = a.kubelet->Start(); !s.ok()) return s;
-  auto inv = DiscoverNode(SampleNodeOptions(o.testdata, "p5.48xlarge").paths);
+  auto inv = DiscoverNode(SampleNodeOptions(o, "p5.48xlarge").paths);
   if (!inv.ok()) return inv.status();
   std::vector<podresources::FakePod> list;
   for (const RdmaDevice& d : inv->devices) {
@@ -177,7 +177,7 @@ absl::Status StartAgent(const BenchOptions& o, AgentRun& a) {
     return s;
   }
   a.port = FreePort();
-  const std::string node = o.testdata + "/nodes/p5.48xlarge";
+  const std::string node = SampleNodeDir(o, "p5.48xlarge");
   a.w.pid =
       Spawn({a.binary, "--sysfs-root=" + node + "/sys", "--dev-root=" + node + "/dev",
              "--kubelet-root=" + a.dir->path(),

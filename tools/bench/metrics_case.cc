@@ -55,7 +55,7 @@ struct Instance {
 // Two Pods per device: one holding that EFA, one holding a GPU (a resource
 // the agent must skip).
 std::string Start(const BenchOptions& o, Instance& in) {
-  AgentOptions opts = SampleNodeOptions(o.testdata, in.node);
+  AgentOptions opts = SampleNodeOptions(o, in.node);
   auto inv = DiscoverNode(opts.paths);
   if (!inv.ok()) return std::string(inv.status().message());
   in.devices = inv->devices.size();

@@ -27,7 +27,7 @@ std::vector<Row> RunReRegistrationCase(const BenchOptions& o) {
     return rows;
   };
   AgentHarness h;
-  if (absl::Status s = h.Start(SampleNodeOptions(o.testdata, "p5.48xlarge")); !s.ok()) {
+  if (absl::Status s = h.Start(SampleNodeOptions(o, "p5.48xlarge")); !s.ok()) {
     return fail(std::string(s.message()));
   }
   sim::KubeletSim& k = h.kubelet();

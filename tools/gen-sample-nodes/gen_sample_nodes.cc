@@ -1,12 +1,14 @@
-// gen-sample-nodes: writes the sample node trees checked in under
-// test/testdata/nodes/<name>/{sys,dev} with FakeSysfs.
+// gen-sample-nodes: writes the sample node trees of test/testdata/nodes
+// (<name>/{sys,dev}) with FakeSysfs.
 //
 //   gen-sample-nodes <out_dir> [name...]   (default: every tree)
 //   gen-sample-nodes --list
 //
 // Each <out_dir>/<name> is deleted and rewritten, so regenerating into the
-// checkout is idempotent. sample_nodes_test diffs a fresh run against the
-// checked-in copy.
+// checkout is idempotent. Most trees are checked in; those named in
+// test/testdata/nodes/generated.manifest (p5-128) are written into the build
+// tree instead. sample_nodes_test diffs a fresh run against the checked-in
+// copies and compares the others with their manifest lines.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
