@@ -3,11 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
+#include "agent/base/file_util.h"
 #include "agent/base/host_paths.h"
 #include "agent/discovery/sysfs_discovery.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/test_dirs.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -17,13 +17,19 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using json = nlohmann::ordered_json;
 
-// The checked-in sample trees (test/testdata/nodes/<name>/{sys,dev}).
+// The checked-in sample trees (test/testdata/nodes/<name>/{sys,dev}). A tree
+// that is not there fails the test by name: discovery alone would see a node
+// without RDMA devices.
 json DevicesJsonFor(const std::string& tree, const Config& config = DefaultConfig()) {
-  const char* testdata = std::getenv("FABRIC_TESTDATA");
-  EXPECT_NE(testdata, nullptr) << "run through ctest (sets FABRIC_TESTDATA)";
+  const std::string dir = testing::TestDataDir() + "/nodes/" + tree;
+  if (!IsDirectory(dir + "/sys")) {
+    ADD_FAILURE() << "no sample tree " << dir << " (FABRIC_TESTDATA, which ctest sets, or run "
+                  << "from the repository root)";
+    return json();
+  }
   HostPaths paths = HostPaths::Defaults();
-  paths.sysfs_root = std::string(testdata ? testdata : "") + "/nodes/" + tree + "/sys";
-  paths.dev_root = std::string(testdata ? testdata : "") + "/nodes/" + tree + "/dev";
+  paths.sysfs_root = dir + "/sys";
+  paths.dev_root = dir + "/dev";
   auto inv = DiscoverNode(paths);
   EXPECT_THAT(inv, IsOk());
   if (!inv.ok()) return json();
@@ -100,7 +106,9 @@ TEST(DevicesTest, SriovPfWithVfsServesNoPoolAndVfsArePartitioned) {
   EXPECT_EQ((*vf)["pci"]["is_vf"], true);
   EXPECT_EQ((*vf)["pci"]["physfn"], "0000:3b:00.0");
   EXPECT_THAT((*vf)["pools"], ElementsAre("device.gpustack.ai/rdma.partitioned"));
-  EXPECT_THAT((*FindDevice(doc, "mlx5_1"))["pools"],
+  const json* pf1 = FindDevice(doc, "mlx5_1");
+  ASSERT_NE(pf1, nullptr);
+  EXPECT_THAT((*pf1)["pools"],
               ElementsAre("device.gpustack.ai/rdma", "device.gpustack.ai/rdma.shared"));
 }
 
@@ -134,7 +142,9 @@ pools:
   EXPECT_EQ(doc["pools"][0]["mode"], "shared");
   EXPECT_EQ(doc["pools"][0]["tokens_per_device"], 8);
   EXPECT_EQ(doc["pools"][0]["devices"].size(), 6u);
-  EXPECT_THAT((*FindDevice(doc, "mlx5_0"))["pools"], ElementsAre("example.com/roce"));
+  const json* pf0 = FindDevice(doc, "mlx5_0");
+  ASSERT_NE(pf0, nullptr);
+  EXPECT_THAT((*pf0)["pools"], ElementsAre("example.com/roce"));
 }
 
 TEST(DevicesTest, TextTableHasOneRowPerDeviceAndThePools) {
