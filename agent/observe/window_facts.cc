@@ -56,10 +56,10 @@ std::optional<Owned> MaxOver(const Window& w, const sampler::Series<OwnedValue>&
 // past their old value since.
 using Counter = std::optional<uint64_t> (*)(const TrafficValue&);
 std::optional<uint64_t> Bytes(const TrafficValue& t) {
-  return t.has_bytes ? std::optional<uint64_t>(t.bytes) : std::nullopt;
+  return t.has_bytes ? std::optional<uint64_t>(uint64_t{t.bytes}) : std::nullopt;
 }
 std::optional<uint64_t> Packets(const TrafficValue& t) {
-  return t.has_packets ? std::optional<uint64_t>(t.packets) : std::nullopt;
+  return t.has_packets ? std::optional<uint64_t>(uint64_t{t.packets}) : std::nullopt;
 }
 
 std::optional<uint64_t> CounterDelta(const std::vector<const TrafficValue*>& seq, Counter counter,
@@ -199,7 +199,7 @@ PodNetFacts NetFacts(const Window& w, const PodEntity* p) {
     }
     if (!n->readable) continue;
     if (prev && n->bytes < *prev) reset = true;
-    prev = n->bytes;
+    prev = uint64_t{n->bytes};
   }
   if (!first->readable || !last->readable) {
     auto e = p->errors.find(!last->readable ? w.newest_seq() : first_seq);

@@ -63,6 +63,9 @@ class Series {
   std::vector<V> values_;
 };
 
+// The values below are packed (no padding in the ring). Read a field by value
+// (uint64_t{v.bytes}) where a template would take it by reference: a reference
+// to a packed field is misaligned, which UBSan reports.
 // A device's fabric totals in one sample (DeviceTraffic without the names).
 struct __attribute__((packed)) TrafficValue {
   uint64_t bytes = 0, packets = 0;
