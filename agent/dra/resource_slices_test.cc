@@ -27,8 +27,8 @@ using ::testing::SizeIs;
 
 constexpr char kNode[] = "node-a";
 constexpr char kEfa[] = "vpc.amazonaws.com/efa";
-constexpr char kRdma[] = "device.gpustack.ai/rdma";
-constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
+constexpr char kRdmaPool[] = "device.gpustack.ai/rdma";
+constexpr char kSharedPool[] = "device.gpustack.ai/rdma.shared";
 
 const PoolConfig& DefaultPool(const std::string& name) {
   static const Config config = DefaultConfig();
@@ -176,7 +176,7 @@ TEST(ResourceSlicesTest, SharedPoolOf64TokensOnFourDevicesFillsTwoSlicesOf128) {
   const NodeInventory inv = FourMlx5();
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kShared), inv)};
+  in.pools = {Pool(DefaultPool(kSharedPool), inv)};
   ResourceSliceSet set = BuildResourceSlices(in);
 
   EXPECT_EQ(set.device_count, 256u);
@@ -206,7 +206,7 @@ TEST(ResourceSlicesTest, SharedPoolOf64TokensOnFourDevicesFillsTwoSlicesOf128) {
   EXPECT_EQ((*t)["attributes"][kPcieRootAttribute], json({{"string", "pci0000:33"}}));
   const PublishedUnit* unit = set.names.Lookup("mlx5-3-t42");
   ASSERT_NE(unit, nullptr);
-  EXPECT_EQ(*unit, (PublishedUnit{kShared, "mlx5_3", "mlx5_3.t42", 42}));
+  EXPECT_EQ(*unit, (PublishedUnit{kSharedPool, "mlx5_3", "mlx5_3.t42", 42}));
 }
 
 TEST(ResourceSlicesTest, WithdrawnUnitsAreLeftOutButKeepTheirNames) {
@@ -219,8 +219,8 @@ TEST(ResourceSlicesTest, WithdrawnUnitsAreLeftOutButKeepTheirNames) {
   for (int t = 0; t < 64; ++t) shared_withdrawn[TokenId("mlx5_1", t, 64)] = "held exclusively";
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kRdma), inv, {}, exclusive_withdrawn),
-              Pool(DefaultPool(kShared), inv, {}, shared_withdrawn)};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv, {}, exclusive_withdrawn),
+              Pool(DefaultPool(kSharedPool), inv, {}, shared_withdrawn)};
   ResourceSliceSet set = BuildResourceSlices(in);
 
   const std::set<std::string> names = Names(set);
@@ -241,7 +241,7 @@ TEST(ResourceSlicesTest, UnhealthyDeviceIsPublishedWithHealthyFalseAndAnOptional
       {"mlx5_2", DeviceHealth{false, "port 1 DOWN/Disabled", HealthCause::kPortDown}}};
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kRdma), inv, health)};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv, health)};
   ResourceSliceSet plain = BuildResourceSlices(in);
   ASSERT_EQ(plain.device_count, 4u);
   const json* sick = DeviceNamed(plain, "mlx5-2");
@@ -263,7 +263,7 @@ TEST(ResourceSlicesTest, SameInputSameJsonAndGeneration) {
   const NodeInventory inv = FourMlx5();
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kRdma), inv), Pool(DefaultPool(kShared), inv)};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv), Pool(DefaultPool(kSharedPool), inv)};
   ResourceSliceSet first = BuildResourceSlices(in);
   ResourceSliceSet again = BuildResourceSlices(in);
   EXPECT_EQ(DumpJson(json(first.slices)), DumpJson(json(again.slices)));
@@ -293,12 +293,12 @@ TEST(ResourceSlicesTest, GenerationStepsOnlyWhenContentChanges) {
   const NodeInventory inv = FourMlx5();
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kRdma), inv)};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv)};
   in.published = BuildResourceSlices(in).slices;
   for (json& s : in.published) s["spec"]["pool"]["generation"] = 6;  // published long ago
 
   EXPECT_EQ(BuildResourceSlices(in).generation, 6);
-  in.pools = {Pool(DefaultPool(kRdma), inv, {{"mlx5_0", DeviceHealth{false, "x"}}})};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv, {{"mlx5_0", DeviceHealth{false, "x"}}})};
   ResourceSliceSet changed = BuildResourceSlices(in);
   EXPECT_EQ(changed.generation, 7);
   for (const json& s : changed.slices) EXPECT_EQ(s["spec"]["pool"]["generation"], 7);
@@ -316,7 +316,7 @@ TEST(ResourceSlicesTest, TaintTimeAddedBytheServerIsNotAChange) {
   SliceInput in;
   in.node_name = kNode;
   in.options.taint_unhealthy = true;
-  in.pools = {Pool(DefaultPool(kRdma), inv, {{"mlx5_0", DeviceHealth{false, "x"}}})};
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv, {{"mlx5_0", DeviceHealth{false, "x"}}})};
   std::vector<json> listed = BuildResourceSlices(in).slices;
   for (json& d : listed[0]["spec"]["devices"]) {
     if (d.contains("taints")) d["taints"][0]["timeAdded"] = "2026-12-02T04:00:00Z";
@@ -331,7 +331,7 @@ TEST(ResourceSlicesTest, DiffCreatesUpdatesAndDeletesOnlyOurSlices) {
   NodeInventory inv = FourMlx5();
   SliceInput in;
   in.node_name = kNode;
-  in.pools = {Pool(DefaultPool(kShared), inv)};  // 256 devices: 2 slices
+  in.pools = {Pool(DefaultPool(kSharedPool), inv)};  // 256 devices: 2 slices
   std::vector<json> listed = BuildResourceSlices(in).slices;
   listed[0]["metadata"]["resourceVersion"] = "41";
   listed[1]["metadata"]["resourceVersion"] = "42";
@@ -346,7 +346,7 @@ TEST(ResourceSlicesTest, DiffCreatesUpdatesAndDeletesOnlyOurSlices) {
 
   // Two devices go away: 128 devices fit one slice; generation 2.
   inv.devices.resize(2);
-  in.pools = {Pool(DefaultPool(kShared), inv)};
+  in.pools = {Pool(DefaultPool(kSharedPool), inv)};
   in.published = listed;
   ResourceSliceSet set = BuildResourceSlices(in);
   ASSERT_THAT(set.slices, SizeIs(1));
@@ -389,7 +389,7 @@ TEST(ResourceSlicesTest, ANodeWithoutDevicesPublishesOneEmptySlice) {
 }
 
 TEST(ResourceSlicesTest, AStringOverTheApiLimitIsLeftOutWithAWarning) {
-  PoolConfig pool = DefaultPool(kRdma);
+  PoolConfig pool = DefaultPool(kRdmaPool);
   pool.name = "example.com/" + std::string(60, 'r');
   SliceInput in;
   in.node_name = kNode;
@@ -417,14 +417,14 @@ TEST(ResourceSlicesTest, SliceNamesStayWithinTheObjectNameLimit) {
 TEST(ResourceSlicesTest, RoceSriovGoldenWithTokensAndATaint) {
   const NodeInventory inv = SampleNode("mlx5-roce-sriov");
   ASSERT_THAT(inv.devices, SizeIs(6));
-  PoolConfig shared = DefaultPool(kShared);
+  PoolConfig shared = DefaultPool(kSharedPool);
   shared.tokens_per_device = 4;
   std::map<std::string, DeviceHealth> health = {
       {"mlx5_1", DeviceHealth{false, "port 1 DOWN/Disabled", HealthCause::kPortDown}}};
   SliceInput in;
   in.node_name = "roce-node";
   in.options.taint_unhealthy = true;
-  in.pools = {Pool(DefaultPool(kRdma), inv, health), Pool(shared, inv, health),
+  in.pools = {Pool(DefaultPool(kRdmaPool), inv, health), Pool(shared, inv, health),
               Pool(DefaultPool("device.gpustack.ai/rdma.partitioned"), inv, health)};
   ResourceSliceSet set = BuildResourceSlices(in);
   for (const json& d : AllDevices(set)) {

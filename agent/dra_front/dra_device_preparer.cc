@@ -31,7 +31,7 @@ engine_env::EngineEnv ClaimEngineEnv(
     out.notes.insert(out.notes.end(), env.notes.begin(), env.notes.end());
     for (auto& [name, value] : env.vars) {
       auto have = std::find_if(out.vars.begin(), out.vars.end(),
-                               [&](const auto& v) { return v.first == name; });
+                               [&var = name](const auto& v) { return v.first == var; });
       if (have == out.vars.end()) {
         if (std::find(conflicting.begin(), conflicting.end(), name) == conflicting.end()) {
           out.vars.push_back({name, value});

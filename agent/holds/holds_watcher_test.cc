@@ -19,7 +19,7 @@ using podresources::PodDevices;
 using ::testing::HasSubstr;
 
 constexpr char kRdma[] = "device.gpustack.ai/rdma";
-constexpr char kShared[] = "device.gpustack.ai/rdma.shared";
+constexpr char kSharedPool[] = "device.gpustack.ai/rdma.shared";
 
 // The kubelet's List as a test sets it: entries, or an error.
 class FakeSource : public podresources::PodResourcesSource {
@@ -88,7 +88,7 @@ class HoldsWatcherTest : public ::testing::Test {
 TEST_F(HoldsWatcherTest, AKubeletRestartMakesTheViewIncompleteUntilItSettles) {
   KubeletStarts();
   NewWatcher();
-  source_.Set(std::vector<PodDevices>{{"ns", "a", "c", kShared, {"mlx5_0.t0"}}});
+  source_.Set(std::vector<PodDevices>{{"ns", "a", "c", kSharedPool, {"mlx5_0.t0"}}});
   watcher_->RunRound();
   ASSERT_EQ(views_.size(), 1u);
   EXPECT_TRUE(views_.back().complete);
@@ -128,7 +128,7 @@ TEST_F(HoldsWatcherTest, ARestartSeenWhileListFailsIsStillNamedARestart) {
 
 TEST_F(HoldsWatcherTest, AFailingListIsBoundedAndSaysSo) {
   KubeletStarts();
-  WriteCheckpoint({{"", "", "c", kShared, {"mlx5_0.t0"}, "uid-a"}});
+  WriteCheckpoint({{"", "", "c", kSharedPool, {"mlx5_0.t0"}, "uid-a"}});
   NewWatcher();
   source_.Set(absl::UnavailableError("connection refused"));
   watcher_->RunRound();
@@ -168,7 +168,7 @@ TEST_F(HoldsWatcherTest, ANodeWithoutPodResourcesUsesTheCheckpointOrNothing) {
   watcher_->RunRound();
   EXPECT_EQ(no_source_, 1);
   EXPECT_TRUE(views_.empty());
-  WriteCheckpoint({{"", "", "c", kShared, {"mlx5_0.t0"}, "uid-a"}});
+  WriteCheckpoint({{"", "", "c", kSharedPool, {"mlx5_0.t0"}, "uid-a"}});
   watcher_->RunRound();
   ASSERT_EQ(views_.size(), 1u);
   EXPECT_TRUE(views_.back().complete);
@@ -202,9 +202,9 @@ class HoldsThroughRegistryTest : public HoldsWatcherTest {
 
 TEST_F(HoldsThroughRegistryTest, ExclusiveAllocateRightAfterAKubeletRestartIsRefused) {
   KubeletStarts();
-  const PodDevices shared_pod{"ns", "a", "c", kShared, {"mlx5_0.t0"}};
+  const PodDevices shared_pod{"ns", "a", "c", kSharedPool, {"mlx5_0.t0"}};
   source_.Set(std::vector<PodDevices>{shared_pod});
-  WriteCheckpoint({{"", "", "c", kShared, {"mlx5_0.t0"}, "uid-a"}});
+  WriteCheckpoint({{"", "", "c", kSharedPool, {"mlx5_0.t0"}, "uid-a"}});
   watcher_->RunRound();
   ASSERT_THAT(registry_->Claim(kRdma, {"mlx5_0"}), StatusIs(absl::StatusCode::kFailedPrecondition));
   // The kubelet restarts: its first List is [].
@@ -226,10 +226,10 @@ TEST_F(HoldsThroughRegistryTest, ExclusiveAllocateRightAfterAKubeletRestartIsRef
 TEST_F(HoldsThroughRegistryTest, AnInitContainersSharedGrantIsNotReleasedWhileItRuns) {
   KubeletStarts();
   watcher_->RunRound();
-  ASSERT_OK(registry_->Claim(kShared, {"mlx5_0.t1"}));
+  ASSERT_OK(registry_->Claim(kSharedPool, {"mlx5_0.t1"}));
   // The kubelet recorded it for the init container; List shows only the app
   // container, which has no devices.
-  WriteCheckpoint({{"", "", "init", kShared, {"mlx5_0.t1"}, "uid-i"}});
+  WriteCheckpoint({{"", "", "init", kSharedPool, {"mlx5_0.t1"}, "uid-i"}});
   for (int i = 0; i < 15; ++i) {  // 30 s of 2 s rounds
     now_ += absl::Seconds(2);
     watcher_->RunRound();
@@ -245,8 +245,8 @@ TEST_F(HoldsThroughRegistryTest, AnInitContainersSharedGrantIsNotReleasedWhileIt
 // UID List never showed is held for unlisted_hold_max at most.
 TEST_F(HoldsThroughRegistryTest, EndedPodsInTheCheckpointDoNotWithdrawForever) {
   KubeletStarts();
-  source_.Set(std::vector<PodDevices>{{"ns", "a", "c", kShared, {"mlx5_0.t0"}}});
-  WriteCheckpoint({{"", "", "c", kShared, {"mlx5_0.t0"}, "uid-a"}});
+  source_.Set(std::vector<PodDevices>{{"ns", "a", "c", kSharedPool, {"mlx5_0.t0"}}});
+  WriteCheckpoint({{"", "", "c", kSharedPool, {"mlx5_0.t0"}, "uid-a"}});
   watcher_->RunRound();
   ASSERT_THAT(registry_->Claim(kRdma, {"mlx5_0"}), StatusIs(absl::StatusCode::kFailedPrecondition));
   source_.Set(std::vector<PodDevices>{});  // deleted; the checkpoint keeps it
@@ -257,7 +257,7 @@ TEST_F(HoldsThroughRegistryTest, EndedPodsInTheCheckpointDoNotWithdrawForever) {
 
 TEST_F(HoldsThroughRegistryTest, AnUnlistedCheckpointEntryIsHeldAtMostTheBound) {
   KubeletStarts();
-  WriteCheckpoint({{"", "", "init", kShared, {"mlx5_0.t1"}, "uid-i"}});
+  WriteCheckpoint({{"", "", "init", kSharedPool, {"mlx5_0.t1"}, "uid-i"}});
   watcher_->RunRound();
   now_ += absl::Minutes(9);
   watcher_->RunRound();

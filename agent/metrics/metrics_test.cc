@@ -304,7 +304,10 @@ void ExpectParsableScrape(const std::string& text) {
 TEST(MetricsTest, AnyLabelBytesGiveAParsableScrape) {
   testing::FakeSysfs fs;
   fs.AddMlx5("mlx5_0", "0000:3b:00.0", {.link_layer = "Ethernet", .netdev = "eth2"});
-  fs.SetCounter("mlx5_0", 1, "rx\xc0bytes", 7);
+  fs.SetCounter("mlx5_0", 1,
+                "rx\xc0"
+                "bytes",
+                7);
   MetricsInput in = Input(fs);
   ASSERT_EQ(in.devices.size(), 1u);
   in.devices[0].netdevs = {"eth\xff\xfe"};

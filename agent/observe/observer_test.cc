@@ -29,9 +29,9 @@ using ::testing::Not;
 
 constexpr char kUid[] = "0a1b2c3d-0000-4000-8000-00000000000a";
 constexpr char kCid[] = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000001";
-constexpr uint64_t kMiB = 1024 * 1024;
-const absl::Time kMono0 = absl::UnixEpoch() + absl::Hours(100);
-const absl::Time kWall0 = absl::FromUnixSeconds(1796169600);  // 2026-12-02T00:00:00Z
+constexpr uint64_t kMebibyte = 1024 * 1024;
+const absl::Time kMonoStart = absl::UnixEpoch() + absl::Hours(100);
+const absl::Time kWallStart = absl::FromUnixSeconds(1796169600);  // 2026-12-02T00:00:00Z
 
 // A sampler stand-in: one sample per 5 s period into a ring of 122 (10 min),
 // with the Pod's traffic per period set by the test; the observer reads the
@@ -56,8 +56,8 @@ class FakeSampler {
     net_ += net_bytes;
     auto s = std::make_shared<Sample>();
     s->seq = seq_ + 1;
-    s->mono = kMono0 + absl::Seconds(5 * seq_);
-    s->wall = kWall0 + absl::Seconds(5 * seq_);
+    s->mono = kMonoStart + absl::Seconds(5 * seq_);
+    s->wall = kWallStart + absl::Seconds(5 * seq_);
     ++seq_;
     s->resources_ok = s->procs_ok = true;
     Grant g;
@@ -161,7 +161,7 @@ TEST(Observer, KeepsTheLastNonIdleVerdictAcrossIdleWindows) {
   EXPECT_TRUE(wide["window"]["shorter"]);
   // Then a fallback: tcp replaces the remembered verdict.
   for (int i = 0; i < 13; ++i) {
-    s.Round(0, 2 * kMiB);
+    s.Round(0, 2 * kMebibyte);
     s.Publish(obs);
   }
   j = Parse(obs.PodJson("ml", "member-0"));
@@ -189,7 +189,7 @@ TEST(Observer, DocumentHasTheIssuesKeys) {
   EXPECT_EQ(j["namespace"], "ml");
   EXPECT_EQ(j["pod"], "member-0");
   EXPECT_EQ(j["window_seconds"], 60.0);
-  EXPECT_EQ(j["floor_bytes"], kMiB);
+  EXPECT_EQ(j["floor_bytes"], kMebibyte);
   EXPECT_EQ(j["floor_packets"], 256);
   EXPECT_EQ(j["window"]["start"], "2026-12-02T00:00:00.000Z");
   EXPECT_EQ(j["window"]["end"], "2026-12-02T00:01:00.000Z");
@@ -217,7 +217,7 @@ TEST(Observer, DocumentHasTheIssuesKeys) {
   EXPECT_THAT(Keys(d["owned"]), ElementsAre("qp", "qp_active", "cq", "mr", "mr_bytes", "pd"));
   EXPECT_EQ(d["kind"], "rdma");
   EXPECT_EQ(d["owned"]["qp"], 2);
-  EXPECT_EQ(d["holders"], nlohmann::json({"ml/member-0"}));
+  EXPECT_EQ(d["holders"], nlohmann::ordered_json({"ml/member-0"}));
   EXPECT_TRUE(c["evidence"].is_array());
   EXPECT_THAT(c["evidence"].dump(), HasSubstr("owns 2 QP on rxe0 (pid 166)"));
 
@@ -286,14 +286,14 @@ TEST(Observer, APodAskedForByNameWithoutGrantOrResources) {
   for (int i = 0; i < 4; ++i) {
     auto s = std::make_shared<Sample>();
     s->seq = i;
-    s->mono = kMono0 + absl::Seconds(5 * i);
-    s->wall = kWall0 + absl::Seconds(5 * i);
+    s->mono = kMonoStart + absl::Seconds(5 * i);
+    s->wall = kWallStart + absl::Seconds(5 * i);
     s->resources_ok = s->procs_ok = true;
     PodNet n;
     n.pod_uid = kHostPathUid;
     n.pid = 300;
     n.readable = true;
-    n.tx_bytes = static_cast<uint64_t>(i) * 3 * kMiB;
+    n.tx_bytes = static_cast<uint64_t>(i) * 3 * kMebibyte;
     n.container_ids = {kHostPathCid, kSandboxCid};
     s->pods = {n};
     s->names[kHostPathUid] =
@@ -310,7 +310,7 @@ TEST(Observer, APodAskedForByNameWithoutGrantOrResources) {
   EXPECT_EQ(doc["containers"][0]["name"], "sender");
   EXPECT_EQ(doc["containers"][0]["verdict"], "tcp");
   EXPECT_EQ(doc["containers"][0]["fallback"], false);
-  EXPECT_EQ(doc["containers"][0]["other_bytes"], 9 * kMiB);
+  EXPECT_EQ(doc["containers"][0]["other_bytes"], 9 * kMebibyte);
   // Without a runtime record the name leads nowhere.
   EXPECT_EQ(obs.PodJson("ml", "unnamed").status().code(), absl::StatusCode::kNotFound);
 }
@@ -334,7 +334,7 @@ TEST(Observer, MetricsOneSeriesPerContainer) {
   FakeSampler s;
   TransportObserver obs({}, s.Reader());
   for (int i = 0; i < 13; ++i) {
-    s.Round(0, 2 * kMiB);
+    s.Round(0, 2 * kMebibyte);
     s.Publish(obs);
   }
   const std::string text = obs.MetricsText();
@@ -401,8 +401,8 @@ TEST(Observer, MetricsOfARecreatedPodAreTheLivePods) {
   for (int i = 0; i < 4; ++i) {
     auto s = std::make_shared<Sample>();
     s->seq = i;
-    s->mono = kMono0 + absl::Seconds(5 * i);
-    s->wall = kWall0 + absl::Seconds(5 * i);
+    s->mono = kMonoStart + absl::Seconds(5 * i);
+    s->wall = kWallStart + absl::Seconds(5 * i);
     s->resources_ok = s->procs_ok = true;
     for (const char* uid : {kOld, kNew}) {
       Grant g;
@@ -414,7 +414,7 @@ TEST(Observer, MetricsOfARecreatedPodAreTheLivePods) {
     t.device = "rdmap79s0";
     t.kind = DeviceKind::kEfa;
     t.readable = true;
-    t.bytes = static_cast<uint64_t>(i) * 100 * kMiB;
+    t.bytes = static_cast<uint64_t>(i) * 100 * kMebibyte;
     s->traffic = {t};
     PodNet n;  // only the new Pod has processes
     n.pod_uid = kNew;

@@ -46,7 +46,7 @@ PoolRegistry::Changes PoolRegistry::ApplyConfig(const Config& config) {
         changes.removed.push_back(name);
         members_.erase(name);
         withdrawn_.erase(name);
-        std::erase_if(grants_, [&](const auto& g) { return g.second.resource == name; });
+        std::erase_if(grants_, [&pool = name](const auto& g) { return g.second.resource == pool; });
       }
     }
     config_ = config;

@@ -83,19 +83,19 @@ class CniPluginTest : public ::testing::Test {
   agentpb::GcRequest last_gc_;
 };
 
-constexpr char kPrev[] =
+constexpr char kPrevResult[] =
     R"({"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/var/run/netns/x"}],"ips":[{"address":"10.1.0.5/24","interface":0}]})";
 
 std::string Conf(const std::string& version = "1.0.0") {
   return std::string(R"({"cniVersion":")") + version +
          R"(","name":"fabric-net","type":"fabric-cni","agentSocket":"/tmp/x.sock","prevResult":)" +
-         kPrev + "}";
+         kPrevResult + "}";
 }
 
 TEST_F(CniPluginTest, AddPassesPrevResultThroughAndForwardsPod) {
   auto out = Run("ADD", Conf());
   EXPECT_EQ(out.exit_code, 0);
-  EXPECT_EQ(out.stdout_data, kPrev);
+  EXPECT_EQ(out.stdout_data, kPrevResult);
   EXPECT_EQ(socket_seen_, "/tmp/x.sock");
   EXPECT_EQ(last_.pod_namespace(), "ns");
   EXPECT_EQ(last_.pod_name(), "pod-a");

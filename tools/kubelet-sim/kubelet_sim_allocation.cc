@@ -316,8 +316,9 @@ void KubeletSim::PublishPodsLocked() {
     podresources::FakePod& pod = pods[record.pod];
     pod.ns = "default";
     pod.name = record.pod;
-    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
-                          [&](const auto& x) { return x.name == record.container; });
+    auto c = std::find_if(
+        pod.containers.begin(), pod.containers.end(),
+        [&container = record.container](const auto& x) { return x.name == container; });
     if (c == pod.containers.end()) c = pod.containers.insert(c, {record.container, {}});
     for (const auto& id : record.device_ids) {
       podresources::FakeDevice d{record.resource, id, {}};
