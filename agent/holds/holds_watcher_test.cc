@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include "agent/pools/pool_registry.h"
@@ -253,6 +254,30 @@ TEST_F(HoldsThroughRegistryTest, EndedPodsInTheCheckpointDoNotWithdrawForever) {
   now_ += absl::Seconds(2);
   watcher_->RunRound();
   EXPECT_OK(registry_->Claim(kRdma, {"mlx5_0"}));
+}
+
+// Issue 32 item 17: a sidecar (an init container with restartPolicy: Always,
+// 1.29+) runs for the Pod's life. A 1.29+ kubelet's List names it among the
+// Pod's containers, before the app containers; the checkpoint has its grant
+// and a plain init container's. The sidecar's is an app container's hold for
+// as long as the Pod is listed, past the bound on unlisted entries.
+TEST_F(HoldsThroughRegistryTest, ASidecarsGrantIsHeldForThePodsLife) {
+  KubeletStarts();
+  source_.Set(std::vector<PodDevices>{{"ns", "m", "store", kShared, {"mlx5_0.t1"}},
+                                      {"ns", "m", "engine", kShared, {}}});
+  WriteCheckpoint({{"", "", "fetch", kShared, {"mlx5_0.t0"}, "uid-m"},
+                   {"", "", "store", kShared, {"mlx5_0.t1"}, "uid-m"}});
+  for (int i = 0; i < 330; ++i) {  // 11 minutes of 2 s rounds
+    now_ += absl::Seconds(2);
+    watcher_->RunRound();
+  }
+  ASSERT_THAT(registry_->Claim(kRdma, {"mlx5_0"}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  std::map<std::string, bool> init_by_container;
+  for (const PodDeviceHold& h : registry_->holds())
+    init_by_container[h.container] = h.init_container;
+  EXPECT_FALSE(init_by_container.at("store"));
+  EXPECT_EQ(registry_->holds().size(), 2u);
+  EXPECT_TRUE(init_by_container.at("fetch"));
 }
 
 TEST_F(HoldsThroughRegistryTest, AnUnlistedCheckpointEntryIsHeldAtMostTheBound) {

@@ -310,6 +310,7 @@ absl::StatusOr<ObjectList> HttpKubeClient::List(absl::string_view collection_pat
   };
   if (!options.label_selector.empty()) add("labelSelector", options.label_selector);
   if (!options.field_selector.empty()) add("fieldSelector", options.field_selector);
+  if (!options.resource_version.empty()) add("resourceVersion", options.resource_version);
   auto j = JsonCall("list", "GET", collection_path, query, nullptr, nullptr, options.cancel);
   if (!j.ok()) return j.status();
   const std::string what = DescribeRequest("list", collection_path);

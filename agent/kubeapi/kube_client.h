@@ -53,6 +53,10 @@ class Canceller {
 struct ListOptions {
   std::string label_selector;  // e.g. "app=fabric,tier!=x"
   std::string field_selector;  // e.g. "spec.nodeName=node-a"
+  // The list's resourceVersion parameter: "" (the default) is a quorum read
+  // of etcd; "0" lets the API server answer from its watch cache; any other
+  // value asks for a state not older than that version (see Watch).
+  std::string resource_version;
   // Interrupts the call from another thread (kCancelled); may be null.
   Canceller* cancel = nullptr;
 };
@@ -86,6 +90,18 @@ struct WatchRequest {
 // patch (RFC 6902).
 enum class PatchType { kStrategicMerge, kMerge, kJson };
 const char* PatchContentType(PatchType type);
+
+// Orders two resourceVersions of objects of the same resource: -1, 0 or 1
+// as `a` is older than, the same as or newer than `b`; nullopt when either is
+// not comparable. The API called them opaque (compare for equality only)
+// until KEP-5504 (Kubernetes 1.35) defined them as positive decimal integers
+// without leading zeros, of any length, that grow with every write of the
+// resource, and client-go compares them so
+// (k8s.io/apimachinery/pkg/util/resourceversion.CompareResourceVersion).
+// Every etcd3-backed API server before it already wrote etcd's revision
+// there; a server that writes anything else (another storage, an
+// aggregated API) gets nullopt, and the caller must not order them.
+std::optional<int> CompareResourceVersions(absl::string_view a, absl::string_view b);
 
 // One raw line of a watch stream (without its newline). Returning false ends
 // the stream early (the call then returns OK).

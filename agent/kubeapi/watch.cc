@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
@@ -44,6 +45,18 @@ absl::Duration Watch::NextBackoff() {
   return base / 2 + (base / 2) * r;
 }
 
+namespace {
+
+bool VersionUnavailable(const absl::Status& list_error) {
+  // 410 Expired/Gone, and the watch cache's "Too large resource version"
+  // (HTTP 504, cause ResourceVersionTooLarge), which client-go also matches by
+  // its message (isTooLargeResourceVersionError).
+  return absl::IsOutOfRange(list_error) ||
+         absl::StrContains(list_error.message(), "Too large resource version");
+}
+
+}  // namespace
+
 bool Watch::Backoff(const absl::Status& error) {
   ++failures_;
   const absl::Duration d = NextBackoff();
@@ -53,12 +66,26 @@ bool Watch::Backoff(const absl::Status& error) {
   return cancel_.SleepFor(d);
 }
 
-bool Watch::ListOnce() {
+absl::StatusOr<ObjectList> Watch::ListAt(const std::string& resource_version) {
   ListOptions lo;
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
+  lo.resource_version = resource_version;
   lo.cancel = &cancel_;
-  auto list = client_->List(options_.collection_path, lo);
+  return client_->List(options_.collection_path, lo);
+}
+
+bool Watch::ListOnce() {
+  const std::string seen = resource_version();
+  const std::string asked = seen.empty() ? "0" : seen;
+  auto list = ListAt(asked);
+  if (!list.ok() && !cancel_.cancelled() && VersionUnavailable(list.status())) {
+    // The server cannot serve that version (compacted, or its cache is behind
+    // it after an etcd restore): only a quorum read makes progress.
+    LogInfo(Component::kAgent, "kubeapi: {}; listing again from etcd (resourceVersion \"\")",
+            list.status().message());
+    list = ListAt("");
+  }
   if (!list.ok()) {
     if (!cancel_.cancelled()) Backoff(list.status());
     return false;

@@ -1,5 +1,13 @@
 // A reflector: List, then watch from the list's resourceVersion, handing
 // every event to a handler; it keeps going until Stop():
+// - each list names a resourceVersion as client-go's reflector does
+//   (relistResourceVersion): "0" for the first one, so the API server answers
+//   from its watch cache instead of a quorum read of etcd (before 1.31 that
+//   read fetches every object of the resource in the cluster and filters by
+//   the selectors afterwards); the last version seen for a re-list, so the
+//   answer is never older than what the handler already has; "" (the quorum
+//   read) only right after the server refused the version (410 Expired, or
+//   "Too large resource version"), once, then from the versions seen again;
 // - a stream the server ends (timeoutSeconds, a restart) resumes from the
 //   last resourceVersion seen (events and bookmarks advance it);
 // - 410 Gone (HTTP, or an ERROR event: "too old resource version") re-lists,
@@ -74,6 +82,7 @@ class Watch {
  private:
   enum class StreamEnd { kResume, kRelist, kStopped };
   bool ListOnce();
+  absl::StatusOr<ObjectList> ListAt(const std::string& resource_version);
   StreamEnd StreamOnce();
   bool Backoff(const absl::Status& error);
   absl::Duration NextBackoff();

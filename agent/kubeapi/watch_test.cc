@@ -34,14 +34,16 @@ class ScriptedClient : public KubeClient {
   std::deque<absl::StatusOr<ObjectList>> lists;
   std::deque<ScriptedStream> streams;
   std::vector<std::string> watch_rvs;
+  std::vector<std::string> list_rvs;  // each List's resourceVersion parameter
   int list_calls = 0;
   Watch* stop_when_exhausted = nullptr;
 
   absl::StatusOr<nlohmann::json> Get(absl::string_view) override {
     return absl::UnimplementedError("");
   }
-  absl::StatusOr<ObjectList> List(absl::string_view, const ListOptions&) override {
+  absl::StatusOr<ObjectList> List(absl::string_view, const ListOptions& o) override {
     ++list_calls;
+    list_rvs.push_back(o.resource_version);
     if (lists.empty()) {
       if (stop_when_exhausted) stop_when_exhausted->Stop();
       return absl::UnavailableError("script exhausted");
@@ -162,6 +164,44 @@ TEST(Watch, RelistsOnGoneEventAndOnHttp410) {
   // The first 410 re-listed at once; the second one in a row backed off.
   ASSERT_GE(h.sleeps.size(), 1u);
   EXPECT_EQ(h.sleeps[0], absl::Seconds(2));
+}
+
+// KEP-5504's order: positive decimal integers without leading zeros, any
+// length; anything else cannot be ordered.
+TEST(CompareResourceVersions, OrdersIntegersOfAnyLengthAndNothingElse) {
+  EXPECT_EQ(CompareResourceVersions("9", "10"), -1);
+  EXPECT_EQ(CompareResourceVersions("10", "9"), 1);
+  EXPECT_EQ(CompareResourceVersions("123", "123"), 0);
+  EXPECT_EQ(CompareResourceVersions("99999999999999999999999", "100000000000000000000000"), -1);
+  for (const char* bad : {"", "0", "012", "12a", "-3", " 1", "a"}) {
+    EXPECT_EQ(CompareResourceVersions(bad, "5"), std::nullopt) << bad;
+    EXPECT_EQ(CompareResourceVersions("5", bad), std::nullopt) << bad;
+  }
+}
+
+// As client-go's reflector: the first list from the watch cache ("0", not a
+// quorum read of every Pod of the cluster), a re-list not older than what was
+// seen, and a quorum list ("") only when the server refuses the version.
+TEST(Watch, ListsFromTheCacheAndFallsBackToAQuorumListOnlyWhenRefused) {
+  Harness h;
+  h.client.lists.push_back(MakeList("10", 1));
+  h.client.streams.push_back({{Ev("ADDED", "a", "11")}, absl::OutOfRangeError("HTTP 410")});
+  // The re-list at 11: the server has compacted it (410), then a quorum list.
+  h.client.lists.push_back(absl::OutOfRangeError("HTTP 410 Expired"));
+  h.client.lists.push_back(MakeList("60", 2));
+  h.client.streams.push_back({{Ev("MODIFIED", "a", "61"), "garbage{"}});
+  // The re-list at 61: the cache is behind it after an etcd restore.
+  h.client.lists.push_back(absl::UnavailableError(
+      "list resourceslices: API server answered HTTP 504 Timeout: Too large resource version: 61, "
+      "current: 40"));
+  h.client.lists.push_back(MakeList("41", 2));
+  h.client.streams.push_back({{}, absl::OutOfRangeError("HTTP 410")});
+  h.client.lists.push_back(MakeList("42", 2));  // at 41: served
+  h.Make();
+  ASSERT_OK(h.watch->Run());
+  EXPECT_THAT(h.client.list_rvs, ElementsAre("0", "11", "", "61", "", "41"));
+  EXPECT_THAT(h.rec.log, ElementsAre("list@10:1", "ADDED a@11", "list@60:2", "MODIFIED a@61",
+                                     "list@41:2", "list@42:2"));
 }
 
 TEST(Watch, BacksOffExponentiallyCappedWhileServerIsDown) {

@@ -713,6 +713,51 @@ TEST(Transport, AFinishedInitContainerIsNoFallback) {
   EXPECT_FALSE(store.fallback);
 }
 
+// Issue 32 item 17: a sidecar (an init container with restartPolicy: Always)
+// runs for the Pod's life. A 1.29+ kubelet's PodResources List names it
+// among the Pod's containers, so its hold is no init container's: without
+// the runtime's records it is still a candidate owner, and TCP bytes while it
+// holds a grant are its fallback, where a plain init container's are not.
+TEST(Transport, ASidecarIsJudgedAsAnAppContainer) {
+  auto ring = Ring(4, 5, [](Sample& s, int i) {
+    Grant fetch =
+        G("ml", "member-6", kUidA, "fetch", "device.gpustack.ai/rdma.shared", "rxe0", false);
+    fetch.hold.init_container = true;  // in the checkpoint only
+    s.grants = {fetch, G("ml", "member-6", kUidA, "store", "device.gpustack.ai/rdma.shared", "rxe0",
+                         false)};
+    s.traffic = {Packets("rxe0", 1000)};
+    s.pods = {Net(kUidA, i * 4 * kMiB)};
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  ASSERT_EQ(r.pods.size(), 1u);
+  std::map<std::string, const ContainerObservation*> by;
+  for (const auto& c : r.pods[0].containers) by[c.name] = &c;
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by["store"]->verdict, Verdict::kTcp);
+  EXPECT_TRUE(by["store"]->fallback);
+  EXPECT_FALSE(by["fetch"]->fallback);
+
+  // Its QPs, from a container the runtime does not name, are its own: the
+  // finished init container is no candidate.
+  auto owning = Ring(4, 5, [](Sample& s, int i) {
+    Grant fetch =
+        G("ml", "member-6", kUidA, "fetch", "device.gpustack.ai/rdma.shared", "rxe0", false);
+    fetch.hold.init_container = true;
+    s.grants = {fetch, G("ml", "member-6", kUidA, "store", "device.gpustack.ai/rdma.shared", "rxe0",
+                         false)};
+    s.traffic = {Packets("rxe0", 1000 + i * 700)};
+    s.pods = {Net(kUidA, 5000)};
+    s.owned = {Own(kUidA, kCidA, "rxe0", 2, 77)};
+  });
+  WindowResult o = EvaluateWindow(owning, absl::Seconds(15));
+  ASSERT_EQ(o.pods.size(), 1u);
+  by.clear();
+  for (const auto& c : o.pods[0].containers) by[c.name] = &c;
+  ASSERT_EQ(by.count("store"), 1u);
+  EXPECT_EQ(by["store"]->verdict, Verdict::kRdma);
+  EXPECT_THAT(by["store"]->container_ids, ElementsAre(kCidA));
+}
+
 // Issue 27 item 5: one device's failed dump makes that device's ownership
 // unknown, not the node's.
 TEST(Transport, AFailedDumpCostsOnlyThatDevice) {

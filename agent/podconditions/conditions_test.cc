@@ -329,5 +329,77 @@ TEST(ParsePodTest, ReadsWhatTheConditionsNeed) {
             "2027-01-15T08:00:00.123456Z");
 }
 
+// A 1.29+ Pod with a sidecar (an init container with restartPolicy: Always)
+// that holds the grant, as a Mooncake store beside the engine does: its
+// status is in initContainerStatuses, a plain init container's grant is not
+// asked to attach.
+nlohmann::json SidecarPod() {
+  return nlohmann::json::parse(R"({
+    "metadata": {"uid": "uid-1", "namespace": "ml", "name": "member-0", "resourceVersion": "9"},
+    "spec": {"nodeName": "node-a",
+             "initContainers": [{"name": "fetch"},
+                                {"name": "store", "restartPolicy": "Always"}],
+             "containers": [{"name": "engine"}]},
+    "status": {"phase": "Running",
+      "initContainerStatuses": [
+        {"name": "fetch", "containerID": "containerd://f1",
+         "state": {"terminated": {"exitCode": 0}}},
+        {"name": "store", "containerID": "containerd://s1", "restartCount": 0,
+         "state": {"running": {"startedAt": "2027-01-15T08:00:00Z"}}}],
+      "containerStatuses": [
+        {"name": "engine", "containerID": "containerd://e1",
+         "state": {"running": {"startedAt": "2027-01-15T08:00:05Z"}}}]}})");
+}
+
+TEST(ParsePodTest, ASidecarIsOneOfThePodsContainers) {
+  auto p = ParsePod(SidecarPod());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_THAT(p->containers, SizeIs(2));
+  EXPECT_EQ(p->containers[0].name, "store");
+  EXPECT_TRUE(p->containers[0].sidecar);
+  EXPECT_TRUE(p->containers[0].running);
+  EXPECT_EQ(p->containers[0].id, "s1");
+  EXPECT_EQ(ApiTime(p->containers[0].started_at), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(p->containers[1].name, "engine");
+  EXPECT_FALSE(p->containers[1].sidecar);
+  EXPECT_EQ(p->init_containers, std::vector<std::string>{"fetch"});
+}
+
+TEST(FabricAttachedTest, ASidecarWithAGrantMustAttachLikeAnAppContainer) {
+  auto pod = ParsePod(SidecarPod());
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  const absl::Time started = pod->containers[0].started_at;
+  // The observation as a 1.29+ kubelet's PodResources makes it: the sidecar's
+  // grant is listed among the Pod's containers (holds: not an init container).
+  auto with = [](const std::string& id, uint32_t qp, Verdict v) {
+    PodObservation o = Obs(v, Dev(qp, 1, 1), id, v == Verdict::kTcp);
+    o.containers[0].name = "store";
+    return o;
+  };
+  PodObservation attached = with("s1", 2, Verdict::kRdma);
+  Desired d = DesiredConditions(*pod, &attached, {}, started + absl::Seconds(10));
+  EXPECT_EQ(d.attached.status, "True");
+  EXPECT_EQ(d.attached.reason, "Attached");
+  EXPECT_EQ(d.attached.message, "store: 2 QP on rxe0");
+
+  PodObservation never = with("s1", 0, Verdict::kTcp);
+  Desired n = DesiredConditions(*pod, &never, {}, started + absl::Minutes(2));
+  EXPECT_EQ(n.attached.status, "False");
+  EXPECT_EQ(n.attached.reason, "NotAttached");
+  EXPECT_THAT(n.attached.message, HasSubstr("store: opened rxe0 (1 CQ, 1 PD)"));
+  EXPECT_EQ(n.transport.status, "False");
+  EXPECT_THAT(TransitionEvents(nullptr, n), SizeIs(2));  // FabricNotAttached, FabricFallback
+
+  // A sidecar that restarts is not running until its new instance is.
+  nlohmann::json restarting = SidecarPod();
+  restarting["status"]["initContainerStatuses"][1]["state"] = {
+      {"waiting", {{"reason", "CrashLoopBackOff"}}}};
+  auto r = ParsePod(restarting);
+  ASSERT_TRUE(r.ok());
+  Desired w = DesiredConditions(*r, &never, {}, started + absl::Minutes(2));
+  EXPECT_EQ(w.attached.reason, "ContainerNotRunning");
+  EXPECT_EQ(w.attached.message, "store: not running");
+}
+
 }  // namespace
 }  // namespace fabric::podconditions

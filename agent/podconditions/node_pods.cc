@@ -36,25 +36,44 @@ std::map<std::string, PodInfo> NodePods::Snapshot() const {
 void NodePods::Put(PodInfo pod) {
   if (pod.node != node_) return;
   std::lock_guard<std::mutex> lock(mu_);
+  KeepLocked(std::move(pod));
+}
+
+void NodePods::KeepLocked(PodInfo pod) {
+  auto it = pods_.find(pod.uid);
+  if (it != pods_.end() &&
+      kubeapi::CompareResourceVersions(it->second.resource_version, pod.resource_version)
+              .value_or(-1) > 0) {
+    return;  // a lagging watch event, or a patch answer the watch overtook
+  }
   pods_[pod.uid] = std::move(pod);
 }
 
-void NodePods::Keep(const nlohmann::json& object) {
+std::optional<PodInfo> NodePods::Parse(const nlohmann::json& object) {
   auto p = ParsePod(object);
-  if (!p.ok()) {
-    if (parse_errors_++ % 100 == 0) {
-      LogWarn(Component::kPods, "a Pod from the API server was skipped: {}", p.status().message());
-    }
-    return;
+  if (p.ok()) return *std::move(p);
+  if (parse_errors_++ % 100 == 0) {
+    LogWarn(Component::kPods, "a Pod from the API server was skipped: {}", p.status().message());
   }
-  pods_[p->uid] = *std::move(p);
+  return std::nullopt;
 }
 
 void NodePods::OnList(const kubeapi::ObjectList& list) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pods_.clear();
-    for (const auto& o : list.items) Keep(o);
+    // A Pod the list no longer has is gone; one it has is kept at the newer
+    // of the two versions (a patch may have answered after the list's
+    // snapshot was taken).
+    std::map<std::string, PodInfo> before;
+    before.swap(pods_);
+    for (const auto& o : list.items) {
+      std::optional<PodInfo> p = Parse(o);
+      if (!p.has_value()) continue;
+      if (auto held = before.find(p->uid); held != before.end()) {
+        pods_[p->uid] = std::move(held->second);
+      }
+      KeepLocked(*std::move(p));
+    }
   }
   if (!synced_.exchange(true)) {
     LogInfo(Component::kPods, "watching the Pods of node {} ({} now)", node_, list.items.size());
@@ -68,7 +87,7 @@ void NodePods::OnEvent(const kubeapi::WatchEvent& event) {
     if (p.ok()) pods_.erase(p->uid);
     return;
   }
-  Keep(event.object);
+  if (std::optional<PodInfo> p = Parse(event.object)) KeepLocked(*std::move(p));
 }
 
 void NodePods::OnError(const absl::Status& error, absl::Duration retry_in) {

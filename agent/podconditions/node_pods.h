@@ -2,6 +2,13 @@
 // field selector spec.nodeName=<node>, so the API load grows with the node,
 // not the cluster (kubeapi::Watch: resume, re-list on 410, backoff). Each
 // Pod is kept parsed (pod_info.h). Thread-safe.
+//
+// Two sources write a Pod here: the watch, and the answers of the agent's own
+// patches (Put). The watch can lag behind a patch's answer, so neither
+// replaces a newer version of the same Pod with an older one: versions are
+// ordered by kubeapi::CompareResourceVersions (KEP-5504; etcd's revision on
+// every etcd3-backed server before it). Where a server's versions cannot be
+// ordered, the latest arrival wins, as before.
 #ifndef FABRIC_AGENT_PODCONDITIONS_NODE_PODS_H_
 #define FABRIC_AGENT_PODCONDITIONS_NODE_PODS_H_
 
@@ -42,7 +49,10 @@ class NodePods : public kubeapi::WatchHandler {
   void OnError(const absl::Status& error, absl::Duration retry_in) override;
 
  private:
-  void Keep(const nlohmann::json& object);
+  // Stores `pod` unless the same Pod is held at a newer resourceVersion.
+  void KeepLocked(PodInfo pod);
+  // nullopt (counted, logged now and then) for an object that is no Pod.
+  std::optional<PodInfo> Parse(const nlohmann::json& object);
 
   const std::string node_;
   kubeapi::Watch watch_;

@@ -70,14 +70,21 @@ absl::StatusOr<PodInfo> ParsePod(const nlohmann::json& pod) {
   const nlohmann::json* spec = Field(pod, "spec");
   const nlohmann::json& s = spec != nullptr ? *spec : kEmpty;
   p.node = StringField(s, "nodeName");
+  for (const auto& c : ArrayField(s, "initContainers")) {
+    ContainerState cs;
+    cs.name = StringField(c, "name");
+    if (cs.name.empty()) continue;
+    cs.sidecar = StringField(c, "restartPolicy") == "Always";
+    if (cs.sidecar) {
+      p.containers.push_back(std::move(cs));
+    } else {
+      p.init_containers.push_back(std::move(cs.name));
+    }
+  }
   for (const auto& c : ArrayField(s, "containers")) {
     ContainerState cs;
     cs.name = StringField(c, "name");
     if (!cs.name.empty()) p.containers.push_back(std::move(cs));
-  }
-  for (const auto& c : ArrayField(s, "initContainers")) {
-    const std::string n = StringField(c, "name");
-    if (!n.empty()) p.init_containers.push_back(n);
   }
   for (const auto& g : ArrayField(s, "readinessGates")) {
     const std::string t = StringField(g, "conditionType");
@@ -87,23 +94,28 @@ absl::StatusOr<PodInfo> ParsePod(const nlohmann::json& pod) {
   const nlohmann::json& st = status != nullptr ? *status : kEmpty;
   const std::string phase = StringField(st, "phase");
   if (phase == "Succeeded" || phase == "Failed") p.terminal = true;
-  for (const auto& cs : ArrayField(st, "containerStatuses")) {
-    const std::string name = StringField(cs, "name");
-    for (ContainerState& c : p.containers) {
-      if (c.name != name) continue;
-      c.id = StripScheme(StringField(cs, "containerID"));
-      if (const nlohmann::json* rc = Field(cs, "restartCount"); rc && rc->is_number_integer())
-        c.restart_count = rc->get<int>();
-      const nlohmann::json* state = Field(cs, "state");
-      const nlohmann::json* running = state ? Field(*state, "running") : nullptr;
-      if (running != nullptr && running->is_object()) {
-        c.running = true;
-        if (const nlohmann::json* at = Field(*running, "startedAt")) {
-          if (auto t = ParseApiTime(*at)) c.started_at = *t;
+  // Sidecars report in initContainerStatuses, the others in containerStatuses.
+  auto read_statuses = [&](const nlohmann::json& list, bool sidecars) {
+    for (const auto& cs : list) {
+      const std::string name = StringField(cs, "name");
+      for (ContainerState& c : p.containers) {
+        if (c.name != name || c.sidecar != sidecars) continue;
+        c.id = StripScheme(StringField(cs, "containerID"));
+        if (const nlohmann::json* rc = Field(cs, "restartCount"); rc && rc->is_number_integer())
+          c.restart_count = rc->get<int>();
+        const nlohmann::json* state = Field(cs, "state");
+        const nlohmann::json* running = state ? Field(*state, "running") : nullptr;
+        if (running != nullptr && running->is_object()) {
+          c.running = true;
+          if (const nlohmann::json* at = Field(*running, "startedAt")) {
+            if (auto t = ParseApiTime(*at)) c.started_at = *t;
+          }
         }
       }
     }
-  }
+  };
+  read_statuses(ArrayField(st, "initContainerStatuses"), true);
+  read_statuses(ArrayField(st, "containerStatuses"), false);
   for (const auto& c : ArrayField(st, "conditions")) {
     Condition cond;
     cond.type = StringField(c, "type");

@@ -34,6 +34,10 @@ struct Condition {
 
 struct ContainerState {
   std::string name;
+  // A sidecar: an init container with restartPolicy Always (Kubernetes
+  // 1.29+, SidecarContainers). It runs for the Pod's life and may hold a
+  // grant, so it is one of the Pod's containers for every rule here.
+  bool sidecar = false;
   std::string id;  // the runtime's ID without its "containerd://" scheme; "" before it is created
   bool running = false;
   absl::Time started_at = absl::InfinitePast();  // state.running.startedAt
@@ -43,10 +47,13 @@ struct ContainerState {
 struct PodInfo {
   std::string uid, ns, name, node;
   std::string resource_version;
-  std::optional<std::string> attach_grace;             // the annotation, as written
-  std::vector<ContainerState> containers;              // spec.containers order, with their status
-  std::vector<std::string> init_containers;            // names
-  std::vector<std::string> readiness_gates;            // conditionType of each gate
+  std::optional<std::string> attach_grace;  // the annotation, as written
+  // The sidecars (spec.initContainers order), then spec.containers, with
+  // their status: the kubelet starts them in that order, and PodResources
+  // lists them so.
+  std::vector<ContainerState> containers;
+  std::vector<std::string> init_containers;  // names of the plain (run-to-completion) ones
+  std::vector<std::string> readiness_gates;  // conditionType of each gate
   std::map<std::string, Condition> fabric_conditions;  // by type, fabric.gpustack.ai/ ones only
   bool terminal = false;  // phase Succeeded or Failed, or being deleted
 };

@@ -29,6 +29,24 @@ const observe::PodObservation* Find(const observe::WindowResult& r, const PodInf
 
 }  // namespace
 
+bool Conclusive(const observe::WindowBounds& window) {
+  return window.samples >= 2 && !window.shorter;
+}
+
+void ConditionWriter::KeepInherited(const PodInfo& pod, const PodState& state, Desired& d) {
+  for (const std::string& type : state.inherited) {
+    auto held = pod.fabric_conditions.find(type);
+    if (held == pod.fabric_conditions.end()) continue;  // removed since: decided as usual
+    if (type == kFabricAttached) {
+      d.attached = held->second;
+    } else if (type == kTransport) {
+      d.transport = held->second;
+      d.fallback = d.fallback_before;  // no FabricFallback from this window either
+    }
+  }
+  d.memory = state.memory;
+}
+
 ConditionWriter::ConditionWriter(kubeapi::KubeClient* client, NodePods* pods, EventRecorder* events,
                                  WriterOptions options)
     : client_(client), pods_(pods), events_(events), options_(std::move(options)) {
@@ -63,13 +81,28 @@ void ConditionWriter::Tick(const observe::WindowResult& result) {
 
   bool reachable = now >= backoff_until_;
   if (!reachable) ++stats_.skipped_backoff;
+  const bool conclusive = Conclusive(result.window);
   for (const auto& [pod, obs] : todo) {
     PodState& st = state_[pod->uid];
-    if (!st.attached.has_value()) {  // first sight: what the API holds is "before"
+    if (!st.seen) {  // first sight: what the API holds is "before"
+      st.seen = true;
       auto a = pod->fabric_conditions.find(kFabricAttached);
       if (a != pod->fabric_conditions.end()) st.attached = a->second;
+      for (const char* type : {kFabricAttached, kTransport}) {
+        if (pod->fabric_conditions.count(type)) st.inherited.insert(type);
+      }
+      if (!st.inherited.empty()) {
+        st.last_patch = now;
+      } else {
+        events_->NoHistory(pod->uid);  // no earlier agent wrote for it: no Event to carry on
+      }
     }
     Desired d = DesiredConditions(*pod, obs, st.memory, now, options_.attach_grace);
+    if (conclusive) {
+      st.inherited.clear();
+    } else if (!st.inherited.empty()) {
+      KeepInherited(*pod, st, d);
+    }
     st.memory = d.memory;
     for (const EventSpec& e :
          TransitionEvents(st.attached.has_value() ? &*st.attached : nullptr, d)) {

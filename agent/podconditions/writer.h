@@ -13,7 +13,13 @@
 //    turn into a patch per burst;
 //  - while the API server cannot be reached, nothing is written and the
 //    next attempt backs off (1 s doubling to `max_backoff`); a write refused
-//    for one Pod (RBAC, the admission policy) waits `refused_backoff` for it.
+//    for one Pod (RBAC, the admission policy) waits `refused_backoff` for it;
+//  - after an agent restart, what the API server holds stands until a window
+//    is conclusive (Conclusive: at least 2 samples spanning the whole window):
+//    a condition the Pod had when this agent first saw it is neither patched
+//    nor the cause of an Event before that, and a change of its reason or
+//    message alone waits `detail_refresh` from that first sight, as if the
+//    earlier agent had just written it.
 // Not thread-safe: one thread calls Tick (controller.h).
 #ifndef FABRIC_AGENT_PODCONDITIONS_WRITER_H_
 #define FABRIC_AGENT_PODCONDITIONS_WRITER_H_
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/time/time.h"
@@ -49,6 +56,12 @@ struct WriterStats {
   size_t pods = 0;               // Pods of interest on this node, last tick
 };
 
+// Whether a window may overrule a condition the API server holds: it has 2
+// samples or more and reaches back the whole length asked for. The first
+// windows after an agent start do not (one sample, then a few seconds whose
+// verdicts can say idle or tcp where the full window says rdma).
+bool Conclusive(const observe::WindowBounds& window);
+
 class ConditionWriter {
  public:
   ConditionWriter(kubeapi::KubeClient* client, NodePods* pods, EventRecorder* events,
@@ -59,11 +72,18 @@ class ConditionWriter {
 
  private:
   struct PodState {
+    bool seen = false;  // the Pod was met in an earlier Tick
     PodMemory memory;
     std::optional<Condition> attached;  // FabricAttached as last decided (events)
+    // Condition types the Pod had when this agent first saw it, until a
+    // conclusive window (an earlier agent wrote them: they stand till then).
+    std::set<std::string> inherited;
     absl::Time last_patch = absl::InfinitePast();
     absl::Time refused_until = absl::InfinitePast();
   };
+  // `d` with the inherited conditions as the API server holds them (no
+  // patch, no event), and nothing learnt from this window.
+  static void KeepInherited(const PodInfo& pod, const PodState& state, Desired& d);
   // False when the API server cannot be reached (stop this tick).
   bool Write(const PodInfo& pod, const Desired& desired, PodState& state, absl::Time now);
   enum class Change { kNone, kDetail, kStatus };  // kStatus: also a condition not there yet

@@ -123,6 +123,8 @@ class WriterTest : public ::testing::Test {
     c.evidence = {absl::StrCat("rxe0 moved ", ++sample_, ",000 packets in 60.0 s")};
     p.containers.push_back(c);
     r.pods.push_back(p);
+    r.window.requested = absl::Seconds(60);
+    r.window.samples = 13;  // a full window: the agent has run for a minute
     return r;
   }
 
@@ -232,19 +234,39 @@ TEST_F(WriterTest, NotAttachedAfterTheGraceAndAFallbackEventSeries) {
   auto admin = Client("admin");
   auto events = admin->List("/apis/events.k8s.io/v1/namespaces/ml/events", {});
   ASSERT_TRUE(events.ok()) << events.status();
-  std::map<std::string, json> by_reason;
-  for (const json& e : events->items) by_reason[e["reason"]] = e;
-  ASSERT_EQ(by_reason.count("FabricFallback"), 1u) << events->items.size();
-  const json& fb = by_reason["FabricFallback"];
-  EXPECT_EQ(fb["type"], "Warning");
-  EXPECT_EQ(fb["reportingController"], "fabric.gpustack.ai/agent");
-  EXPECT_EQ(fb["reportingInstance"], "node-a");
-  EXPECT_EQ(fb["regarding"]["uid"], uid_);
-  EXPECT_EQ(fb["series"]["count"], 2);
-  EXPECT_THAT(fb["note"].get<std::string>(), HasSubstr("Evidence: rxe0 moved"));
-  EXPECT_EQ(by_reason.count("FabricNotAttached"), 1u);
-  EXPECT_EQ(by_reason.count("FabricAttached"), 1u);  // the attach after the fallback
-  EXPECT_EQ(Writes("/events"), 4);                   // 3 creates, 1 series update
+  std::map<std::string, std::vector<json>> by_reason;
+  for (const json& e : events->items) by_reason[e["reason"]].push_back(e);
+  // Each fallback's note carries the amounts of its moment, so each is an
+  // Event of its own (client-go keys a series by the note too).
+  ASSERT_EQ(by_reason["FabricFallback"].size(), 2u) << events->items.size();
+  for (const json& fb : by_reason["FabricFallback"]) {
+    EXPECT_EQ(fb["type"], "Warning");
+    EXPECT_EQ(fb["reportingController"], "fabric.gpustack.ai/agent");
+    EXPECT_EQ(fb["reportingInstance"], "node-a");
+    EXPECT_EQ(fb["regarding"]["uid"], uid_);
+    EXPECT_FALSE(fb.contains("series"));
+    EXPECT_THAT(fb["note"].get<std::string>(), HasSubstr("Evidence: rxe0 moved"));
+  }
+  EXPECT_NE(by_reason["FabricFallback"][0]["note"], by_reason["FabricFallback"][1]["note"]);
+  EXPECT_EQ(by_reason["FabricNotAttached"].size(), 1u);
+  EXPECT_EQ(by_reason["FabricAttached"].size(), 1u);  // the attach after the fallback
+  EXPECT_EQ(Writes("/events"), 4);                    // 4 creates
+}
+
+// The Pod watch lists from the API server's watch cache (resourceVersion=0),
+// as client-go's reflector does, not with a quorum read.
+TEST_F(WriterTest, ThePodListAsksForResourceVersionZero) {
+  StartAgent();
+  int lists = 0;
+  for (const json& r : server_->Log()) {
+    if (r["method"] != "GET" || r["path"] != "/api/v1/pods" || r["query"].contains("watch")) {
+      continue;
+    }
+    ++lists;
+    EXPECT_EQ(r["query"].value("resourceVersion", ""), "0") << r.dump();
+    EXPECT_EQ(r["query"].value("fieldSelector", ""), "spec.nodeName=node-a");
+  }
+  EXPECT_EQ(lists, 1);
 }
 
 TEST_F(WriterTest, BacksOffWhileTheApiServerFailsAndCatchesUp) {

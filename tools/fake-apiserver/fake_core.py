@@ -14,12 +14,14 @@ import re
 AGENT_RULES = {
     "pods": {"get", "list", "watch"},
     "pods/status": {"patch"},
-    "events": {"create", "patch"},
+    "events": {"create", "patch", "list"},
     "tokenreviews": {"create"},
     "subjectaccessreviews": {"create"},
 }
 POD_POLICY_NAME = "fabric-device-plugin-pod-conditions-own-node"
 CONDITION_PREFIX = "fabric.gpustack.ai/"
+AGENT_CONDITIONS = ("fabric.gpustack.ai/FabricAttached", "fabric.gpustack.ai/Transport")
+SERVER_METADATA = ("resourceVersion", "managedFields")
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 
 # Lists a strategic-merge patch merges by a key (PodSpec/PodStatus's
@@ -160,9 +162,10 @@ def event_errors(obj, old, namespace):
 
 def pod_policy_denial(user, old, new):
     """The chart's ValidatingAdmissionPolicy for the agent's ServiceAccount on
-    pods/status: only Pods bound to the token's node, and only
-    fabric.gpustack.ai/ conditions may change. None when admitted, else the
-    message."""
+    pods/status: only Pods bound to the token's node, and only the agent's two
+    conditions may change (an allow-list: the rest of status, metadata but the
+    server's bookkeeping, and the rest of the Pod stay). None when admitted,
+    else the message."""
     node = (user.get("nodeName") or "")
     if not node:
         return "no node name in this ServiceAccount token: only a Pod-bound token may write Pod conditions"
@@ -172,16 +175,19 @@ def pod_policy_denial(user, old, new):
 
     def others(pod):
         return [c for c in ((pod.get("status") or {}).get("conditions") or [])
-                if not str(c.get("type", "")).startswith(CONDITION_PREFIX)]
+                if c.get("type") not in AGENT_CONDITIONS]
 
-    def rest(pod):
-        st = dict(pod.get("status") or {})
-        st.pop("conditions", None)
-        return st, (pod.get("metadata") or {}).get("labels"), (pod.get("metadata") or {}).get("annotations")
+    def without(d, keys):
+        return {k: v for k, v in (d or {}).items() if k not in keys}
 
     if others(old) != others(new):
-        return "the agent may change only fabric.gpustack.ai/ conditions"
-    if rest(old) != rest(new):
+        return ("the agent may change only its conditions fabric.gpustack.ai/FabricAttached and "
+                "fabric.gpustack.ai/Transport")
+    if without(old.get("status"), ("conditions",)) != without(new.get("status"), ("conditions",)):
+        return "the agent may change nothing in the Pod's status but status.conditions"
+    if without(old.get("metadata"), SERVER_METADATA) != without(new.get("metadata"), SERVER_METADATA):
+        return "the agent may change nothing in the Pod's metadata (finalizers, labels, annotations, owner references, ...)"
+    if without(old, ("metadata", "status")) != without(new, ("metadata", "status")):
         return "the agent may change only status.conditions"
     return None
 

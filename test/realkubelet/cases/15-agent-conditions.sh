@@ -19,7 +19,7 @@ api_namespace "$NS" && api_namespace "$SA_NS" && api_sa "$SA_NS" "$SA" &&
   api_clusterrole fabric-device-plugin-pod-conditions '[
     {"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch"]},
     {"apiGroups":[""],"resources":["pods/status"],"verbs":["patch"]},
-    {"apiGroups":["events.k8s.io"],"resources":["events"],"verbs":["create","patch"]}]' &&
+    {"apiGroups":["events.k8s.io"],"resources":["events"],"verbs":["create","patch","list"]}]' &&
   api_bind "" fabric-device-plugin-pod-conditions ClusterRole fabric-device-plugin-pod-conditions "$SA_NS" "$SA" &&
   api_clusterrole fabric-device-plugin-pods-auth '[
     {"apiGroups":["authentication.k8s.io"],"resources":["tokenreviews"],"verbs":["create"]},
