@@ -17,7 +17,10 @@
 #
 # Env: FABRIC_IMAGE_CACHE (default /var/cache/fabric-test/image),
 #      FABRIC_BASE_IMAGE (skip mmdebstrap: use this base, e.g. debian:bookworm-slim),
-#      DEBIAN_MIRROR (default: from /etc/apt/sources.list*).
+#      DEBIAN_MIRROR (default: from /etc/apt/sources.list*),
+#      FABRIC_IMAGE_CCACHE_DIR (a host ccache directory the compile uses instead
+#        of the cache mount; tools/test.sh sets it to its own, so the image
+#        reuses the main build's objects).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -80,8 +83,18 @@ ensure_base
 log "podman build $tag (FROM $base)"
 # --network=host: apt reaches the mirror without podman creating a bridge or
 # firewall rules on the build machine. --layers: keep the apt layers.
+ccache_args=()
+if [[ -n "${FABRIC_IMAGE_CCACHE_DIR:-}" ]]; then
+  mkdir -p "$FABRIC_IMAGE_CCACHE_DIR"
+  # Keep the host cache's size limit: the Dockerfile's 2G default would evict
+  # the host's other builds.
+  ccache_args=(--volume "$FABRIC_IMAGE_CCACHE_DIR:/var/cache/ccache-host"
+    --build-arg FABRIC_CCACHE_DIR=/var/cache/ccache-host
+    --build-arg "FABRIC_CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-$(ccache -k max_size 2>/dev/null || echo 5G)}")
+  log "compiler cache: $FABRIC_IMAGE_CCACHE_DIR (host)"
+fi
 podman build --layers --network=host \
-  --build-arg "DEBIAN_IMAGE=$base" \
+  --build-arg "DEBIAN_IMAGE=$base" "${ccache_args[@]}" \
   --ignorefile "$repo/deploy/Dockerfile.dockerignore" \
   -f "$repo/deploy/Dockerfile" -t "$tag" "${extra[@]}" "$repo"
 
