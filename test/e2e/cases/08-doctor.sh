@@ -40,10 +40,10 @@ log "$(rdma link show)"
 command -v ibv_rc_pingpong >/dev/null || skip "ibv_rc_pingpong not installed"
 gid=$(for g in /sys/class/infiniband/rxeB/ports/1/gids/*; do
   [[ $(cat "$g") == *:c0a8:5802 ]] && basename "$g"; done | head -1)
-ip netns exec "$B" timeout 20 ibv_rc_pingpong -d rxeB -g "${gid:-1}" -n 5 > "$OUT/pingpong-server.log" 2>&1 &
+ip netns exec "$B" timeout 12 ibv_rc_pingpong -d rxeB -g "${gid:-1}" -n 5 > "$OUT/pingpong-server.log" 2>&1 &
 pp=$!
 sleep 1
-if ! ip netns exec "$A" timeout 15 ibv_rc_pingpong -d rxeA -g "${gid:-1}" -n 5 192.168.88.2 \
+if ! ip netns exec "$A" timeout 8 ibv_rc_pingpong -d rxeA -g "${gid:-1}" -n 5 192.168.88.2 \
      > "$OUT/pingpong-client.log" 2>&1; then
   kill "$pp" 2>/dev/null
   skip "kernel $(uname -r): RC traffic between rxe devices in two network namespaces does not flow (ibv_rc_pingpong fails: $(tail -1 "$OUT/pingpong-client.log")); rxe needs per-netns UDP sockets"
