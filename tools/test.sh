@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # The README's test command (also what CI runs): installs what is needed,
-# builds, and runs the whole suite:
-#   1. style gate (clang-format),
-#   2. unit + integration tests (ctest), then the hostile black-box tests
-#      (test/hostile/run.sh, about 3 minutes) and fabric-dra end to end
-#      (test/dra/run.sh: the fake API server and kubelet-sim's DRA side),
-#   3. the same under ASan/UBSan, and the threaded parts under TSan; then
-#      every parser of outside bytes under libFuzzer (clang, ASan+UBSan,
-#      20 s per target, test/fuzz),
+# builds, and runs the whole suite. docs/testing.md has how long each step
+# takes and how to run one part alone.
+#   1. style gate (clang-format) and the include-layer check (warnings),
+#   2. the main build: the shipped configuration (Release, -O2, the static
+#      agent), its tests at -O1 as unity translation units; unit + integration
+#      tests (ctest), the hostile black-box tests (test/hostile/run.sh) and
+#      fabric-dra end to end (test/dra/run.sh),
+#   3. the sanitizers: ASan+UBSan over every test and libFuzzer on every parser
+#      of outside bytes, from ONE clang build; TSan over the threaded parts
+#      (GCC). These build in the background at the lowest priority while the
+#      main build's steps run, and their tests run as soon as they are built,
 #   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
-#      and run as the chart renders it (podman; the real kubelet),
+#      (it reuses the main build's compiler cache) and run as the chart renders
+#      it (podman; the real kubelet),
 #   5. the real kubelet (v1.20.2, built once and cached) with containerd and runc,
 #      registered as a Node with a real control plane (etcd 3.4 and kube-apiserver
 #      v1.20.2, built once from the same source), running static Pods and Pods
 #      created through the API against the agent (skips with a reason where a part
 #      cannot be had),
-#   6. the real-kernel e2e suite in a QEMU soft-RoCE VM, the real kubelet in it,
+#   6. after the sanitizer lane is done (QEMU under TCG takes both cores): the
+#      real-kernel e2e suite in a QEMU soft-RoCE VM, the real kubelet in it,
 #      registered with the same control plane on the host for the API cases
 #      (skips with a reason where the VM cannot boot).
+# Ends with a table of every step's seconds and result.
 # Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_FUZZ=0 the fuzz part of it,
 # FUZZ_SECONDS=n the time per fuzz target, FABRIC_IMAGE_TEST=0 skips the image,
 # FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0 skips 6, JOBS=n.
@@ -27,15 +33,22 @@ ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
 OUT=${OUT:-$ROOT/build-test}
 mkdir -p "$OUT"
+TIMES=$OUT/step-times.tsv  # step, seconds, result (both lanes append)
+: > "$TIMES"
 failures=()
 # Each step prints how long the one before took, so a slow step shows in CI logs.
-step_started=$SECONDS step_name="set-up"
+step_started=$SECONDS step_name="set-up" step_failed=0
+end_step() {
+  local took=$((SECONDS - step_started))
+  echo "test.sh: '$step_name' took $took s (total $SECONDS s)"
+  printf '%s\t%s\t%s\n' "$step_name" "$took" "$([ "$step_failed" = 0 ] && echo ok || echo FAILED)" >> "$TIMES"
+}
 step() {
-  echo "test.sh: '$step_name' took $((SECONDS - step_started)) s (total $SECONDS s)"
-  step_started=$SECONDS step_name=$*
+  end_step
+  step_started=$SECONDS step_name=$* step_failed=0
   echo; echo "=== $*"
 }
-record() { if [ "$1" -ne 0 ]; then failures+=("$2"); echo "test.sh: FAILED: $2"; fi; }
+record() { if [ "$1" -ne 0 ]; then failures+=("$2"); step_failed=1; echo "test.sh: FAILED: $2"; fi; }
 
 tools/install-deps.sh test || { echo "test.sh: dependency install failed"; exit 1; }
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/setup.sh ]; then
@@ -45,7 +58,7 @@ if [ "${FABRIC_REALKUBELET:-1}" != 0 ] && [ -x test/realkubelet/setup.sh ]; then
   test/realkubelet/setup.sh || echo "test.sh: real-kubelet dependencies unavailable; that step will skip"
 fi
 
-step "style: clang-format"
+step "style: clang-format, include layers"
 mapfile -t srcs < <(git ls-files '*.cc' '*.h' | grep -v '^test/testdata/')
 if clang-format --dry-run -Werror "${srcs[@]}" 2> "$OUT/format.log"; then
   echo "clang-format: ${#srcs[@]} files clean"
@@ -56,25 +69,112 @@ fi
 # warnings only, until issue 31's step 3 runs it with --strict.
 tools/check-layers.sh || echo "test.sh: tools/check-layers.sh could not check (exit $?)"
 
-# Line tables only (-g1): enough for sanitizer stack traces, and compiling
-# gRPC-heavy code on 2 cores is the bulk of the run.
 # ccache (cache kept outside the clone, in ccache's own directory) makes a CI
 # run on a machine that built this tree before mostly cache hits; base_dir
-# makes hits independent of where the clone lives.
+# makes hits independent of where the clone lives, and the image build (in
+# podman, /src) hits the main build's objects. The four builds hold about
+# 4 GB; a smaller cache would evict within one run.
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+  max=$(ccache -k max_size 2>/dev/null || echo 0)
+  case $max in *G) [ "${max%%[.G]*}" -ge 12 ] || export CCACHE_MAXSIZE=12G ;; *) export CCACHE_MAXSIZE=12G ;; esac
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export FABRIC_IMAGE_CCACHE_DIR=${FABRIC_IMAGE_CCACHE_DIR:-$(ccache -k cache_dir)}
 fi
-configure() {  # dir, optimisation, extra cmake args...
-  local dir=$1 opt=$2; shift 2
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="$opt -g1" "${launcher[@]}" "$@" \
+configure() {  # dir, extra cmake args...
+  local dir=$1; shift
+  mkdir -p "$dir"
+  cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "$@" \
     > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
 }
+# Sanitizer builds: line tables only (-g1), enough for stack traces. Unity
+# translation units everywhere (the main build keeps one TU per shipped file).
+san_flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DFABRIC_UNITY=ALL)
+# Debian's abseil is not TSan-instrumented, so absl::Mutex would be invisible
+# to TSan: the threaded code locks with std::mutex, which TSan sees.
+# The gRPC-facing tests: device-plugin servers, registration (both paths) and
+# the simulator (agent_integration_test, kubelet_sim_test), the PodResources
+# client against its fake server, the CNI agent server. test/tsan.supp names
+# only gRPC/abseil internals, so races in our handlers and reactors report.
+tsan_targets=(agent_integration_test kubelet_sim_test health_monitor_test allocation_test
+              podresources_test cni_service_test http_server_test inventory_test
+              pools_integration_test pool_registry_test doctor_loopback_test
+              sampler_test observe_test observe_integration_test dra_plugin_test dra_integration_test
+              kubeapi_test kubeapi_fake_apiserver_test dra_front_test podconditions_writer_test
+              podsapi_test)
 
-step "build (-O2)"
-mkdir -p "$OUT/main"
-if configure "$OUT/main" -O2 && cmake --build "$OUT/main" -j"$JOBS"; then
+# The sanitizer lane, run in the background: it records its steps in $TIMES
+# and its failures in $OUT/sanitizers.failed; its log is printed when it ends.
+sanitizer_lane() {
+  local t0 failed=()
+  lane_step() {  # name, command...
+    local name=$1; shift
+    t0=$SECONDS
+    echo; echo "=== [sanitizers] $name"
+    if "$@"; then r=ok; else r=FAILED; failed+=("$name"); echo "test.sh: FAILED: $name"; fi
+    printf '[sanitizers] %s\t%s\t%s\n' "$name" "$((SECONDS - t0))" "$r" >> "$TIMES"
+    [ "$r" = ok ]
+  }
+  # One clang build serves the ASan+UBSan tests and the fuzz targets (every
+  # object carries -fsanitize=fuzzer-no-link; only the fuzz targets link
+  # libFuzzer's main). Without clang's libFuzzer, GCC builds the ASan tests.
+  local clangxx clangcc clang=0 fuzz=0
+  clangxx=$(command -v clang++-14 || command -v clang++ || true)
+  clangcc=$(command -v clang-14 || command -v clang || true)
+  if [ -n "$clangxx" ] && [ -n "$clangcc" ] && \
+     [ -f "$("$clangxx" -print-runtime-dir)/libclang_rt.fuzzer-$(uname -m).a" ]; then
+    clang=1
+    [ "${FABRIC_FUZZ:-1}" != 0 ] && fuzz=1
+  else
+    echo "fuzz: skipped: no clang++ with libFuzzer (install-deps.sh test installs clang, libclang-rt-14-dev)"
+  fi
+  local san_args=("${san_flags[@]}" -DFABRIC_SANITIZE=address,undefined)
+  [ "$fuzz" = 1 ] && san_args+=(-DFABRIC_FUZZ=ON)
+  san_build() {
+    if [ "$clang" = 1 ]; then
+      CC=$clangcc CXX=$clangxx configure "$OUT/san" "${san_args[@]}" || return 1
+    else
+      configure "$OUT/san" "${san_args[@]}" || return 1
+    fi
+    nice -n 19 cmake --build "$OUT/san" -j"$JOBS"
+  }
+  tsan_build() { configure "$OUT/tsan" "${san_flags[@]}" -DFABRIC_SANITIZE=thread && \
+                 nice -n 19 cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; }
+  asan_tests() {
+    (cd "$OUT/san" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest -LE 'e2e|nosan' --output-on-failure -j"$JOBS" --timeout 900)
+  }
+  tsan_tests() {
+    (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
+      ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
+  }
+  if lane_step "build: clang ASan+UBSan (+ fuzz targets), unity" san_build; then
+    lane_step "ASan + UBSan: every test" asan_tests
+    [ "$fuzz" = 1 ] && lane_step "fuzz: libFuzzer on every parser of outside bytes, ${FUZZ_SECONDS:-20} s each" \
+      env JOBS="$JOBS" test/fuzz/run.sh "$OUT/san" "$OUT/fuzz-run"
+  fi
+  if lane_step "build: GCC TSan, unity" tsan_build; then
+    lane_step "TSan: agent threads, device-plugin servers, registration, simulator" tsan_tests
+  fi
+  printf '%s\n' "${failed[@]}" > "$OUT/sanitizers.failed"
+}
+lane_pid=
+if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
+  # Its builds run at the lowest priority: they use what the main steps leave
+  # idle (those wait on timers, sockets and the real kubelet much of the time).
+  # Its tests run at normal priority, so their timeouts mean what they say.
+  sanitizer_lane > "$OUT/sanitizers.log" 2>&1 &
+  lane_pid=$!
+  echo "test.sh: sanitizer lane started in the background (log: $OUT/sanitizers.log)"
+fi
+
+step "build: main (Release -O2, the shipped configuration; tests -O1, unity)"
+if configure "$OUT/main" -DCMAKE_BUILD_TYPE=Release \
+     "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" \
+     -DFABRIC_TEST_OPT=-O1 -DFABRIC_UNITY=TESTS && cmake --build "$OUT/main" -j"$JOBS"; then
   step "unit + integration tests"
   (cd "$OUT/main" && ctest -LE 'e2e|hostile' --output-on-failure -j"$JOBS" --timeout 600)
   record $? "ctest (main)"
@@ -86,63 +186,6 @@ if configure "$OUT/main" -O2 && cmake --build "$OUT/main" -j"$JOBS"; then
   record $? "dra"
 else
   record 1 "build (main)"
-fi
-
-if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
-  step "ASan + UBSan"
-  mkdir -p "$OUT/asan"
-  if configure "$OUT/asan" -O1 -DFABRIC_SANITIZE=address,undefined && cmake --build "$OUT/asan" -j"$JOBS"; then
-    (cd "$OUT/asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-      LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
-      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest -LE 'e2e|nosan' --output-on-failure -j"$JOBS" --timeout 900)
-    record $? "ctest (asan+ubsan)"
-  else
-    record 1 "build (asan)"
-  fi
-  step "TSan (agent threads, device-plugin servers, registration, simulator)"
-  mkdir -p "$OUT/tsan"
-  # Debian's abseil is not TSan-instrumented, so absl::Mutex would be invisible
-  # to TSan: the threaded code locks with std::mutex, which TSan sees.
-  # The gRPC-facing tests: device-plugin servers, registration (both paths) and
-  # the simulator (agent_integration_test, kubelet_sim_test), the PodResources
-  # client against its fake server, the CNI agent server. test/tsan.supp names
-  # only gRPC/abseil internals, so races in our handlers and reactors report.
-  tsan_targets=(agent_integration_test kubelet_sim_test health_monitor_test allocation_test
-                podresources_test cni_service_test http_server_test inventory_test
-                pools_integration_test pool_registry_test doctor_loopback_test
-                sampler_test observe_test observe_integration_test dra_plugin_test dra_integration_test
-                kubeapi_test kubeapi_fake_apiserver_test dra_front_test podconditions_writer_test
-                podsapi_test)
-  if configure "$OUT/tsan" -O1 -DFABRIC_SANITIZE=thread && \
-     cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; then
-    (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
-      ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
-    record $? "ctest (tsan)"
-  else
-    record 1 "build (tsan)"
-  fi
-
-  if [ "${FABRIC_FUZZ:-1}" != 0 ]; then
-    step "fuzz: libFuzzer on every parser of outside bytes (clang, ASan+UBSan)"
-    # Its own clang build dir, the fuzz targets and their libraries only.
-    clangxx=$(command -v clang++-14 || command -v clang++ || true)
-    clangcc=$(command -v clang-14 || command -v clang || true)
-    if [ -z "$clangxx" ] || [ -z "$clangcc" ]; then
-      echo "fuzz: skipped: no clang++ (install-deps.sh test installs clang)"
-    elif [ ! -f "$("$clangxx" -print-runtime-dir)/libclang_rt.fuzzer-$(uname -m).a" ]; then
-      echo "fuzz: skipped: no libFuzzer runtime for $clangxx (libclang-rt-14-dev)"
-    else
-      mkdir -p "$OUT/fuzz"
-      if CC=$clangcc CXX=$clangxx configure "$OUT/fuzz" -O1 -DFABRIC_FUZZ=ON -DFABRIC_BUILD_TESTS=OFF && \
-         cmake --build "$OUT/fuzz" -j"$JOBS" --target fuzz; then
-        JOBS=$JOBS test/fuzz/run.sh "$OUT/fuzz" "$OUT/fuzz-run"
-        record $? "fuzz"
-      else
-        record 1 "build (fuzz)"
-      fi
-    fi
-  fi
 fi
 
 if [ -x deploy/test/check-manifests.sh ]; then
@@ -174,13 +217,25 @@ if [ -x test/doctor/run.sh ]; then
   record $? "fabric doctor"
 fi
 
+if [ -n "$lane_pid" ]; then
+  step "waiting for the sanitizer lane"
+  wait "$lane_pid"
+  cat "$OUT/sanitizers.log"
+  while read -r f; do [ -n "$f" ] && record 1 "$f"; done < "$OUT/sanitizers.failed" 2>/dev/null
+  [ -f "$OUT/sanitizers.failed" ] || record 1 "sanitizer lane (ended without a result)"
+fi
+
 if [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ]; then
   step "e2e: real kernel, soft-RoCE VM"
   test/e2e/run.sh "$OUT/main" "$OUT/e2e"
   record $? "e2e"
 fi
 
-echo "test.sh: '$step_name' took $((SECONDS - step_started)) s (total $SECONDS s)"
+end_step
+echo
+echo "test.sh: step times (seconds; [sanitizers] ran in the background beside the others)"
+awk -F'\t' '{printf "  %-100s %6s  %s\n", $1, $2, $3}' "$TIMES"
+echo "  total: $SECONDS s"
 echo
 if [ ${#failures[@]} -eq 0 ]; then
   echo "test.sh: all steps passed"
