@@ -5,6 +5,7 @@
 //   fabric-bench
 //   [--cases=alloc,health,rereg,footprint,metrics,discovery,cni,metrics-cold,sampler,scale]
 //                [--quick] [--check] [--json=FILE] [--footprint-seconds=60]
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -224,6 +225,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabric-bench: agent latency and footprint against same-run baselines");
   fabric::ParseCommandLine(argc, argv);
+  // The cases write to pipes and sockets of processes they start; one that
+  // exits before reading (fabric-cni answers VERSION without reading stdin)
+  // must fail a write with EPIPE, not kill the bench.
+  signal(SIGPIPE, SIG_IGN);
   if (!absl::GetFlag(FLAGS_serve_floor).empty()) {
     return fabric::bench::ServeFloor(absl::GetFlag(FLAGS_serve_floor));
   }
