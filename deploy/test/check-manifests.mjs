@@ -1163,7 +1163,7 @@ check('Dockerfile: every RUN is valid POSIX sh (sh -n, shellcheck if present)', 
 // docker build cannot run here, but the build stage's post-compile steps
 // (collect binaries, static gate for host binaries, runtime packages from ldd)
 // are plain shell: run them on a real build tree (FABRIC_BINARY_DIR, which
-// ctest sets) with /build and /out redirected.
+// ctest sets) with the build tree (/src/build-test/main) and /out redirected.
 check('Dockerfile: collect / static-gate / runtime-package steps work on a real build tree', () => {
   const bin = process.env.FABRIC_BINARY_DIR;
   if (!bin || !fs.existsSync(bin)) return { skip: 'FABRIC_BINARY_DIR not set (ctest sets it)' };
@@ -1183,7 +1183,7 @@ check('Dockerfile: collect / static-gate / runtime-package steps work on a real 
     };
     for (const r of runs) {
       // find does not descend into a symlinked start point without -L.
-      const cmd = r.replace(/(^|[\s"])\/build\b/g, `$1${tmp}/build/`).replace(/(^|[\s"])\/out\b/g, `$1${tmp}/out`);
+      const cmd = r.replace(/(^|[\s"])\/src\/build-test\/main\b/g, `$1${tmp}/build/`).replace(/(^|[\s"])\/out\b/g, `$1${tmp}/out`);
       const res = spawnSync('sh', ['-c', cmd], { encoding: 'utf8', env });
       assert(res.status === 0, `step failed (${res.status}): ${res.stderr}\n${cmd}`);
     }
