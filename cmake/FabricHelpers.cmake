@@ -31,6 +31,11 @@ function(fabric_cc_test)
   if(FABRIC_UNITY STREQUAL "TESTS")
     set_target_properties(${A_NAME} PROPERTIES UNITY_BUILD ON)
   endif()
+  if(NOT FABRIC_CC_TESTS)
+    # Defined (other targets may name it) but neither built by default nor run.
+    set_target_properties(${A_NAME} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    return()
+  endif()
   add_test(NAME ${A_NAME} COMMAND ${A_NAME})
   set_tests_properties(${A_NAME} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
     ENVIRONMENT "FABRIC_TESTDATA=${PROJECT_SOURCE_DIR}/test/testdata;FABRIC_BINARY_DIR=${PROJECT_BINARY_DIR}")

@@ -4,13 +4,18 @@
 # takes and how to run one part alone.
 #   1. style gate (clang-format) and the include-layer check (warnings),
 #   2. the main build: the shipped configuration (Release, -O2, the static
-#      agent), its tests at -O1 as unity translation units; unit + integration
-#      tests (ctest), the hostile black-box tests (test/hostile/run.sh) and
-#      fabric-dra end to end (test/dra/run.sh),
-#   3. the sanitizers: ASan+UBSan over every test and libFuzzer on every parser
-#      of outside bytes, from ONE clang build; TSan over the threaded parts
-#      (GCC). These build in the background at the lowest priority while the
-#      main build's steps run, and their tests run as soon as they are built,
+#      agent) and every tool the black-box steps run; its tests (the bench
+#      smoke test, the static-link guard, sample trees, layer check), the
+#      hostile black-box tests (test/hostile/run.sh) and fabric-dra end to end
+#      (test/dra/run.sh),
+#   3. the sanitizers: every unit and integration test (the GoogleTest
+#      binaries) under ASan+UBSan, and libFuzzer on every parser of outside
+#      bytes, from ONE clang build; TSan over the threaded parts (GCC). These
+#      build in the background at the lowest priority while the main build's
+#      steps run, and their tests run as soon as they are built. The
+#      GoogleTest binaries run once, here: the main build feeds the shipped
+#      binaries to steps 2, 4, 5 and 6 (FABRIC_MAIN_CC_TESTS=1 also builds and
+#      runs them at -O2),
 #   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
 #      (it reuses the main build's compiler cache) and run as the chart renders
 #      it (podman; the real kubelet),
@@ -26,7 +31,8 @@
 # Ends with a table of every step's seconds and result.
 # Env: FABRIC_SANITIZERS=0 skips 3, FABRIC_FUZZ=0 the fuzz part of it,
 # FUZZ_SECONDS=n the time per fuzz target, FABRIC_IMAGE_TEST=0 skips the image,
-# FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0 skips 6, JOBS=n.
+# FABRIC_REALKUBELET=0 skips 5, FABRIC_E2E=0 skips 6, FABRIC_MAIN_CC_TESTS=1
+# (see 3), JOBS=n.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -152,7 +158,7 @@ sanitizer_lane() {
       ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
   }
   if lane_step "build: clang ASan+UBSan (+ fuzz targets), unity" san_build; then
-    lane_step "ASan + UBSan: every test" asan_tests
+    lane_step "ASan + UBSan: every unit and integration test" asan_tests
     [ "$fuzz" = 1 ] && lane_step "fuzz: libFuzzer on every parser of outside bytes, ${FUZZ_SECONDS:-20} s each" \
       env JOBS="$JOBS" test/fuzz/run.sh "$OUT/san" "$OUT/fuzz-run"
   fi
@@ -171,11 +177,13 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   echo "test.sh: sanitizer lane started in the background (log: $OUT/sanitizers.log)"
 fi
 
-step "build: main (Release -O2, the shipped configuration; tests -O1, unity)"
+main_tests=(-DFABRIC_CC_TESTS=OFF -DFABRIC_TEST_OPT= -DFABRIC_UNITY=OFF)
+[ "${FABRIC_MAIN_CC_TESTS:-0}" = 1 ] && main_tests=(-DFABRIC_CC_TESTS=ON -DFABRIC_TEST_OPT=-O1 -DFABRIC_UNITY=TESTS)
+step "build: main (Release -O2, the shipped configuration)"
 if configure "$OUT/main" -DCMAKE_BUILD_TYPE=Release \
      "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" \
-     -DFABRIC_TEST_OPT=-O1 -DFABRIC_UNITY=TESTS && cmake --build "$OUT/main" -j"$JOBS"; then
-  step "unit + integration tests"
+     "${main_tests[@]}" && cmake --build "$OUT/main" -j"$JOBS"; then
+  step "main build's tests: bench smoke, static-link guard, sample trees, layers"
   (cd "$OUT/main" && ctest -LE 'e2e|hostile' --output-on-failure -j"$JOBS" --timeout 600)
   record $? "ctest (main)"
   step "hostile: kubelet restarts, flapping sysfs, SIGHUP storm (real fabric-agent)"
