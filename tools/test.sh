@@ -80,6 +80,9 @@ tools/check-layers.sh || echo "test.sh: tools/check-layers.sh could not check (e
 # makes hits independent of where the clone lives, and the image build (in
 # podman, /src) hits the main build's objects. The four builds hold about
 # 4 GB; a smaller cache would evict within one run.
+# ccache hashes the locale variables too; the image's Dockerfile sets LANG=C.UTF-8.
+export LANG=C.UTF-8
+unset LC_ALL LC_CTYPE LC_MESSAGES
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
