@@ -12,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,6 +42,7 @@ struct RunOptions {
   std::optional<rlim_t> memlock;          // RLIMIT_MEMLOCK (soft and hard) for the child
   bool drop_ipc_lock = false;             // remove CAP_IPC_LOCK from the child
   std::string binary = FABRICCTL_BINARY;  // what to exec
+  std::string lsan_options;               // LSAN_OPTIONS for the child, when set
 };
 
 std::string Slurp(const std::string& path) {
@@ -71,6 +74,7 @@ RunResult RunFabricctl(const std::vector<std::string>& args, const RunOptions& o
     if (opt.drop_ipc_lock && geteuid() == 0 && prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK) != 0) {
       _exit(121);
     }
+    if (!opt.lsan_options.empty()) setenv("LSAN_OPTIONS", opt.lsan_options.c_str(), 1);
     if (opt.as_nobody && geteuid() == 0) {
       if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
           setresuid(65534, 65534, 65534) != 0) {
@@ -249,6 +253,19 @@ TEST_F(FabricctlCheckTest, NotGrantedWithRealEacces) {
   std::filesystem::copy_file(FABRICCTL_BINARY, unprivileged.binary, ec);
   if (ec || chmod(unprivileged.binary.c_str(), 0755) != 0) {
     GTEST_SKIP() << "cannot copy fabricctl into " << root_ << " for nobody: " << ec.message();
+  }
+  // The same for LeakSanitizer's suppressions file (a sanitizer build under
+  // tools/test.sh): an unreadable one aborts the binary at start.
+  const char* lsan = getenv("LSAN_OPTIONS");
+  std::string lsan_options = lsan ? lsan : "";
+  if (auto at = lsan_options.find("suppressions="); at != std::string::npos) {
+    at += strlen("suppressions=");
+    const size_t end = std::min(lsan_options.find(':', at), lsan_options.size());
+    const std::string copy = root_ + "/lsan.supp";
+    std::filesystem::copy_file(lsan_options.substr(at, end - at), copy, ec);
+    ASSERT_FALSE(ec) << "cannot copy the LSan suppressions for nobody: " << ec.message();
+    ASSERT_EQ(chmod(copy.c_str(), 0644), 0);
+    unprivileged.lsan_options = lsan_options.replace(at, end - at, copy);
   }
   RunResult r = RunFabricctl(Check({"--provider", "efa"}), unprivileged);
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
