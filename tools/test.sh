@@ -14,8 +14,8 @@
 #      build in the background at the lowest priority while the main build's
 #      steps run, and their tests run as soon as they are built. The
 #      GoogleTest binaries run once, here: the main build feeds the shipped
-#      binaries to steps 2, 4, 5 and 6 (FABRIC_MAIN_CC_TESTS=1 also builds and
-#      runs them at -O2),
+#      binaries to steps 2, 4, 5 and 6 (FABRIC_MAIN_CC_TESTS=1, the default
+#      with FABRIC_SANITIZERS=0, builds and runs them here too),
 #   4. deploy manifest checks (real helm v4 / kubectl v1.34), the image built
 #      (it reuses the main build's compiler cache) and run as the chart renders
 #      it (podman; the real kubelet),
@@ -181,7 +181,10 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
 fi
 
 main_tests=(-DFABRIC_CC_TESTS=OFF -DFABRIC_TEST_OPT= -DFABRIC_UNITY=OFF)
-[ "${FABRIC_MAIN_CC_TESTS:-0}" = 1 ] && main_tests=(-DFABRIC_CC_TESTS=ON -DFABRIC_TEST_OPT=-O1 -DFABRIC_UNITY=TESTS)
+# Without the sanitizer lane the GoogleTest binaries run here, or nowhere.
+main_cc_default=0
+[ "${FABRIC_SANITIZERS:-1}" = 0 ] && main_cc_default=1
+[ "${FABRIC_MAIN_CC_TESTS:-$main_cc_default}" = 1 ] && main_tests=(-DFABRIC_CC_TESTS=ON -DFABRIC_TEST_OPT=-O1 -DFABRIC_UNITY=TESTS)
 step "build: main (Release -O2, the shipped configuration)"
 if configure "$OUT/main" -DCMAKE_BUILD_TYPE=Release \
      "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" \
