@@ -34,15 +34,12 @@ case "${E2E_KVM:-auto}" in
        ACCEL=(-accel tcg -cpu max)
      fi ;;
 esac
-# mitigations=off: a throwaway test guest; under TCG every speculation
-# mitigation (return thunks, barriers on each syscall) is emulated instruction by
-# instruction, and the suite is CPU-bound.
 set +e
 timeout "${E2E_VM_TIMEOUT:-2400}" qemu-system-x86_64 "${ACCEL[@]}" \
   -m "${E2E_MEM:-2048}" -smp "${E2E_CPUS:-2}" \
   -nodefaults -no-reboot -display none -serial stdio -monitor none \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$INITRD" \
-  -append "console=ttyS0 quiet loglevel=4 panic=-1 no_timer_check mitigations=off vm.out=$OUTDIR vm.cmd=$OUTDIR/.vm-cmd.sh" \
+  -append "console=ttyS0 quiet loglevel=4 panic=-1 no_timer_check vm.out=$OUTDIR vm.cmd=$OUTDIR/.vm-cmd.sh" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$OUTDIR,mount_tag=out,security_model=none,multidevs=remap" \
   -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
