@@ -91,12 +91,29 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export FABRIC_IMAGE_CCACHE_DIR=${FABRIC_IMAGE_CCACHE_DIR:-$(ccache -k cache_dir)}
 fi
-configure() {  # dir, extra cmake args...
-  local dir=$1; shift
+configure() {  # dir, extra cmake args... (SRC: the source path, default .)
+  local dir=$1 src=${SRC:-$ROOT}; shift
   mkdir -p "$dir"
-  cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "$@" \
+  # A build dir configured from another source path cannot be reconfigured.
+  if [ -f "$dir/CMakeCache.txt" ] && \
+     ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$src" "$dir/CMakeCache.txt"; then
+    rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  fi
+  cmake -S "$src" -B "$dir" -G Ninja "${launcher[@]}" "$@" \
     > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
 }
+# The sanitizer builds are unity builds, and CMake writes each unity source with
+# absolute #include paths, which ccache hashes as they are: from a clone at
+# another path every unity object would miss. They configure through one stable
+# path instead, a symlink to this clone held under a lock for the run; a second
+# run at the same time uses its own path (correct, but no cache hits there).
+SAN_SRC=$ROOT
+link_dir=${XDG_CACHE_HOME:-$HOME/.cache}/fabric-test
+if mkdir -p "$link_dir" && exec 9> "$link_dir/src.lock" && flock -n 9; then
+  ln -sfn "$ROOT" "$link_dir/src" && SAN_SRC=$link_dir/src
+else
+  echo "test.sh: $link_dir/src is held by another run; the sanitizer builds use $ROOT"
+fi
 # Sanitizer builds: line tables only (-g1), enough for stack traces. Unity
 # translation units everywhere (the main build keeps one TU per shipped file).
 san_flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DFABRIC_UNITY=ALL)
@@ -142,13 +159,13 @@ sanitizer_lane() {
   [ "$fuzz" = 1 ] && san_args+=(-DFABRIC_FUZZ=ON)
   san_build() {
     if [ "$clang" = 1 ]; then
-      CC=$clangcc CXX=$clangxx configure "$OUT/san" "${san_args[@]}" || return 1
+      SRC=$SAN_SRC CC=$clangcc CXX=$clangxx configure "$OUT/san" "${san_args[@]}" || return 1
     else
-      configure "$OUT/san" "${san_args[@]}" || return 1
+      SRC=$SAN_SRC configure "$OUT/san" "${san_args[@]}" || return 1
     fi
     nice -n 19 cmake --build "$OUT/san" -j"$JOBS"
   }
-  tsan_build() { configure "$OUT/tsan" "${san_flags[@]}" -DFABRIC_SANITIZE=thread && \
+  tsan_build() { SRC=$SAN_SRC configure "$OUT/tsan" "${san_flags[@]}" -DFABRIC_SANITIZE=thread && \
                  nice -n 19 cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; }
   asan_tests() {
     (cd "$OUT/san" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
