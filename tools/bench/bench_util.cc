@@ -13,11 +13,17 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "agent/base/json_text.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric::bench {
+
+HttpResponse LocalGet(int port, const std::string& path, absl::Duration timeout) {
+  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), path, timeout);
+  return r.ok() ? *std::move(r) : HttpResponse{};
+}
 
 double Samples::Percentile(double q) const {
   std::vector<double> sorted = values_;

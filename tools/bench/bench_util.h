@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "agent/metrics/http_client.h"
+
 namespace fabric::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -23,6 +26,11 @@ inline double MillisBetween(Clock::time_point a, Clock::time_point b) {
 // nanosecond account). getrusage's user/system split is sampled at the tick
 // (4 ms), far too coarse for a 1 ms render; use it only for the kernel share.
 double ThreadCpuMillis();
+
+// One GET to 127.0.0.1:<port> on a fresh connection, read to EOF (as
+// Prometheus does after its keep-alive lapses); status 0 when there was no
+// answer within `timeout`.
+HttpResponse LocalGet(int port, const std::string& path, absl::Duration timeout = absl::Seconds(5));
 
 // Latencies (or any values) with nearest-rank percentiles.
 class Samples {

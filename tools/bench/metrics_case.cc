@@ -30,13 +30,6 @@ double TvMillis(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) * 1000 + static_cast<double>(tv.tv_usec) / 1000;
 }
 
-// One GET on a fresh connection, read to EOF (Prometheus reconnects after its
-// keep-alive lapses between scrapes); status 0 when there was no answer.
-HttpResponse Get(int port, const std::string& path) {
-  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), path, absl::Seconds(5));
-  return r.ok() ? *std::move(r) : HttpResponse{};
-}
-
 struct Instance {
   std::string node;
   size_t devices = 0;
@@ -87,7 +80,7 @@ std::string Start(const BenchOptions& o, Instance& in) {
   // Pod labels appear once PodResources has been listed (every 2 s).
   const auto deadline = Clock::now() + std::chrono::seconds(15);
   while (Clock::now() < deadline) {
-    HttpResponse r = Get(in.port, "/metrics");
+    HttpResponse r = LocalGet(in.port, "/metrics");
     if (r.status == 200 && r.body.find("\"bench-pod-0\"") != std::string::npos) {
       in.pod_labels = true;
       break;
@@ -124,7 +117,7 @@ std::vector<Row> RunMetricsCase(const BenchOptions& o) {
     for (Instance* in : {&small, &large}) {
       for (const char* path : {"/metrics", "/healthz"}) {
         const auto t0 = Clock::now();
-        HttpResponse r = Get(in->port, path);
+        HttpResponse r = LocalGet(in->port, path);
         const double ms = MillisBetween(t0, Clock::now());
         if (r.status != 200) {
           in->failures++;

@@ -38,11 +38,6 @@ constexpr int kColdDevices = 40;
 constexpr double kTargetColdP50Ms = 2;
 constexpr char kCase[] = "metrics-cold";
 
-HttpResponse Get(int port, const std::string& path) {
-  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), path, absl::Seconds(5));
-  return r.ok() ? *std::move(r) : HttpResponse{};
-}
-
 // An agent over `sysfs` with one Pod per device in PodResources, started and
 // waited for until /metrics shows the Pods' labels.
 struct ColdAgent {
@@ -77,7 +72,7 @@ struct ColdAgent {
     const std::string last_pod = fmt::format("\"cold-pod-{}\"", devices.size() - 1);
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     while (Clock::now() < deadline) {
-      HttpResponse r = Get(port, "/metrics");
+      HttpResponse r = LocalGet(port, "/metrics");
       if (r.status == 200 && r.body.find(last_pod) != std::string::npos) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -128,7 +123,7 @@ std::vector<Row> RunMetricsColdCase(const BenchOptions& o) {
       }
       absl::SleepFor(o.scrape_interval / 4);
       auto t0 = Clock::now();
-      HttpResponse h = Get(agent.port, "/healthz");
+      HttpResponse h = LocalGet(agent.port, "/healthz");
       if (h.status == 200) {
         healthz_ms.Add(MillisBetween(t0, Clock::now()));
       } else {
@@ -136,7 +131,7 @@ std::vector<Row> RunMetricsColdCase(const BenchOptions& o) {
       }
       absl::SleepFor(o.scrape_interval / 2);
       t0 = Clock::now();
-      HttpResponse m = Get(agent.port, "/metrics");
+      HttpResponse m = LocalGet(agent.port, "/metrics");
       if (m.status == 200) {
         cold_ms.Add(MillisBetween(t0, Clock::now()));
         body_bytes = m.body.size();
@@ -157,7 +152,7 @@ std::vector<Row> RunMetricsColdCase(const BenchOptions& o) {
     const int hot = std::max(20, o.cold_scrapes * 4);
     for (int i = 0; i < hot + 5; ++i) {
       auto t0 = Clock::now();
-      HttpResponse m = Get(agent.port, "/metrics");
+      HttpResponse m = LocalGet(agent.port, "/metrics");
       const double ms = MillisBetween(t0, Clock::now());
       if (m.status != 200) {
         ++failures;
