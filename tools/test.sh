@@ -40,6 +40,15 @@ JOBS=${JOBS:-$(nproc)}
 OUT=${OUT:-$ROOT/build-test}
 mkdir -p "$OUT"
 TIMES=$OUT/step-times.tsv  # step, seconds, result (both lanes append)
+# The whole run is also kept in $OUT/test.log: CI shows only the end of the
+# output, so the end repeats the lines that say why a step failed.
+exec > >(tee "$OUT/test.log") 2>&1
+tee_pid=$!
+finish() {  # exit code; lets tee write the last lines before the caller reads on
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null
+  exit "$1"
+}
 : > "$TIMES"
 failures=()
 # Each step prints how long the one before took, so a slow step shows in CI logs.
@@ -269,7 +278,12 @@ echo "  total: $SECONDS s"
 echo
 if [ ${#failures[@]} -eq 0 ]; then
   echo "test.sh: all steps passed"
-  exit 0
+  finish 0
 fi
+echo "test.sh: why (the lines of $OUT/test.log that name a failure):"
+cat "$OUT/test.log" | \
+  grep -aE 'FAILED|Failed|FAIL |ERROR|SUMMARY:|runtime error|Timeout|out-of-memory|deadly signal|Test unit written|Expected|Which is|error:' | \
+  grep -av '^test.sh: step times' | tail -60 | sed 's/^/  | /'
+echo
 echo "test.sh: failed steps: ${failures[*]}"
-exit 1
+finish 1
