@@ -123,7 +123,11 @@ else
 fi
 # Sanitizer builds: line tables only (-g1), enough for stack traces. Unity
 # translation units everywhere (the main build keeps one TU per shipped file).
-san_flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DFABRIC_UNITY=ALL)
+# -O0: under ASan+UBSan a unity file compiles about 2x faster than at -O1
+# (json_text_test 20.5 -> 9.0 s, observe_test 36.9 -> 17.3, the doctor library
+# 31.9 -> 15.7), and compiling is most of the lane. The checks are the same;
+# the tests run somewhat slower and a fuzz target runs fewer inputs in its time.
+san_flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O0 -g1" "-DCMAKE_C_FLAGS=-O0 -g1" -DFABRIC_UNITY=ALL)
 # Debian's abseil is not TSan-instrumented, so absl::Mutex would be invisible
 # to TSan: the threaded code locks with std::mutex, which TSan sees.
 # The gRPC-facing tests: device-plugin servers, registration (both paths) and
