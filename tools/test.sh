@@ -186,7 +186,7 @@ sanitizer_lane() {
   }
   tsan_tests() {
     (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
-      ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure --timeout 900)
+      ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure -j"$JOBS" --timeout 900)
   }
   if lane_step "build: clang ASan+UBSan (+ fuzz targets), unity" san_build; then
     lane_step "ASan + UBSan: every unit and integration test" asan_tests
