@@ -5,7 +5,6 @@
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
 #include "agent/cdi/cdi_spec.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/inventory/cni_attachments.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "agent/metrics/metrics.h"
@@ -13,6 +12,7 @@
 #include "agent/netns/unavailable_rdma_netlink.h"
 #include "agent/podprocs/proc_pod_source.h"
 #include "agent/podsapi/pods_route.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {

@@ -14,9 +14,9 @@
 #include "agent/base/command_line.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/logging.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/doctor/doctor.h"
 #include "agent/metrics/http_server.h"
+#include "agent/sysfs/sysfs_discovery.h"
 
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Where the host's sysfs is mounted");
 ABSL_FLAG(std::string, dev_root, "/dev", "Where the host's /dev is visible");

@@ -10,7 +10,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/json_text.h"
 #include "agent/config/config.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"

@@ -10,7 +10,7 @@
 //   libfabric  FI_PROVIDER=efa (EFA grants)
 //
 // <n> is the index of the RoCE v2 IPv4 GID of the granted ports, set only when
-// every granted port has one and they agree (agent/gid). docs/configuration.md
+// every granted port has one and they agree (agent/sysfs/gid_table). docs/configuration.md
 // says which engine version each variable was checked against.
 #ifndef FABRIC_AGENT_ENGINE_ENV_ENGINE_ENV_H_
 #define FABRIC_AGENT_ENGINE_ENV_ENGINE_ENV_H_
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/gid/gid_table.h"
 #include "agent/model/device.h"
+#include "agent/sysfs/gid_table.h"
 
 namespace fabric::engine_env {
 

@@ -4,7 +4,7 @@
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 
 namespace fabric {
 

@@ -20,9 +20,9 @@
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/config/config.h"
-#include "agent/inventory/sysfs_layout.h"
 #include "agent/model/device.h"
 #include "agent/sampler/sample.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 namespace fabric {
 

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/sampler/sampler.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"

@@ -9,8 +9,8 @@
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
 #include "agent/base/utf8.h"
-#include "agent/discovery/sysfs_discovery.h"
-#include "agent/gid/gid_table.h"
+#include "agent/sysfs/gid_table.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric {

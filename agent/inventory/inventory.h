@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/base/host_paths.h"
-#include "agent/inventory/sysfs_layout.h"
 #include "agent/model/device.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 namespace fabric {
 
@@ -55,7 +55,7 @@ struct InventoryOptions {
   // GID tables change without any change in the listings (an address added
   // to or removed from a RoCE netdev). Every poll re-reads each port's table
   // up to its highest populated slot + 1, where the kernel puts a new entry
-  // (agent/gid), and every gid_full_scan the whole table. A change is
+  // (agent/sysfs/gid_table), and every gid_full_scan the whole table. A change is
   // published like a rediscovery, so the next Allocate answers from it.
   absl::Duration gid_full_scan = absl::Seconds(30);
 };

@@ -6,7 +6,7 @@
 
 #include "agent/base/file_util.h"
 #include "agent/base/utf8.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"

@@ -10,9 +10,9 @@
 
 #include "absl/strings/numbers.h"
 #include "agent/base/utf8.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/health/health_monitor.h"
 #include "agent/sampler/sampler.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"

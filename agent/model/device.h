@@ -1,5 +1,5 @@
 // The vocabulary: what discovery finds on a node. Plain values, no I/O.
-// Start here, then agent/discovery/sysfs_discovery.h.
+// Start here, then agent/sysfs/sysfs_discovery.h.
 #ifndef FABRIC_AGENT_MODEL_DEVICE_H_
 #define FABRIC_AGENT_MODEL_DEVICE_H_
 
@@ -63,7 +63,7 @@ struct PortInfo {
   std::string rate;         // "100 Gb/sec (4X EDR)"
   std::string netdev;       // RoCE netdev from gid_attrs/ndevs/0, empty if none
   // The populated GID table entries, by index. Kept current by the inventory
-  // (agent/gid reads them) so that Allocate answers from memory.
+  // (agent/sysfs/gid_table reads them) so that Allocate answers from memory.
   std::vector<GidEntry> gids = {};
   std::string gid_error = {};  // why the table could not be read; "" when it was
   bool active() const { return state_code == 4 && phys_state_code == 5; }

@@ -7,7 +7,7 @@
 #include "agent/base/counter_file.h"
 #include "agent/base/file_util.h"
 #include "agent/base/mono_clock.h"
-#include "agent/inventory/sysfs_layout.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 namespace fabric {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/fake_sysfs.h"

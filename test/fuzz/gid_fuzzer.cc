@@ -1,4 +1,4 @@
-// The GID table reader (agent/gid): ParseGid, ParseGidType and ReadGidTable
+// The GID table reader (agent/sysfs/gid_table): ParseGid, ParseGidType and ReadGidTable
 // over a fake port whose gids/, gid_attrs/types/ and gid_attrs/ndevs/ files
 // hold the fuzzed contents (a driver bug or a bind-mounted fake must not take
 // the agent down), then FindRoceV2Ipv4 over what was read.
@@ -29,8 +29,8 @@
 #include "absl/strings/str_format.h"
 #include "agent/base/file_util.h"
 #include "agent/base/utf8.h"
-#include "agent/gid/gid_table.h"
-#include "agent/inventory/sysfs_layout.h"
+#include "agent/sysfs/gid_table.h"
+#include "agent/sysfs/sysfs_layout.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // The sysfs readers: agent/base/file_util (ReadInt, ReadU64, ReadHex,
 // ReadDevNumbers, QuoteContent), agent/base/counter_file (ParseCounterText,
-// CounterFile), and the discovery walk (agent/discovery/sysfs_discovery) over
-// a fake tree laid out by agent/inventory/sysfs_layout, whose files hold the
+// CounterFile), and the discovery walk (agent/sysfs/sysfs_discovery) over
+// a fake tree laid out by agent/sysfs/sysfs_layout, whose files hold the
 // fuzzed contents. sysfs is the kernel's, but a driver bug, a half-written
 // attribute or a bind-mounted fake must not take the agent down.
 // Input: consumed by FuzzedDataProvider as one "file content" for the
@@ -37,8 +37,8 @@
 #include "agent/base/file_util.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/logging.h"
-#include "agent/discovery/sysfs_discovery.h"
-#include "agent/inventory/sysfs_layout.h"
+#include "agent/sysfs/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_layout.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {

@@ -84,7 +84,7 @@ class FakeSysfs {
   // bare name ("DOWN", "LinkUp") gets its numeric code prepended.
   void SetPortState(const std::string& ibdev, int port, const std::string& state,
                     const std::string& phys_state);
-  // The GID table as the kernel shows it (fabric-facts §1.1, agent/gid): every
+  // The GID table as the kernel shows it (fabric-facts §1.1, agent/sysfs/gid_table): every
   // slot has a gids/<i> file, an empty one reading as the all-zero GID, and
   // its gid_attrs/{types,ndevs}/<i> reads fail (EINVAL on Linux 6.1), which a
   // file tree models as absent. The builders write only the populated slots;

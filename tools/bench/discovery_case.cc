@@ -4,7 +4,7 @@
 #include <sys/resource.h>
 
 #include "absl/strings/str_cat.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "tools/bench/agent_harness.h"
 #include "tools/bench/cases.h"
 

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/metrics/http_client.h"
 #include "agent/podresources/fake_podresources_server.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"
 #include "tools/bench/agent_harness.h"
 #include "tools/bench/cases.h"

@@ -29,12 +29,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/observe/observer.h"
 #include "agent/podprocs/fake_proc_tree.h"
 #include "agent/podprocs/proc_pod_source.h"
 #include "agent/restrack/fake_resource_source.h"
 #include "agent/sampler/sampler.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"
 #include "test/testing/fake_sysfs.h"
 #include "tools/bench/agent_harness.h"

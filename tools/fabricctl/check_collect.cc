@@ -14,9 +14,9 @@
 
 #include "agent/base/errors.h"
 #include "agent/base/file_util.h"
-#include "agent/inventory/sysfs_layout.h"
 #include "agent/libfabric/fabric_error.h"
 #include "agent/libfabric/libfabric_api.h"
+#include "agent/sysfs/sysfs_layout.h"
 #include "tools/fabricctl/check_verbs.h"
 #include "tools/fabricctl/fid.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
-#include "agent/gid/gid_table.h"
+#include "agent/sysfs/gid_table.h"
 
 namespace fabric::fabricctl {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "agent/gid/gid_table.h"
+#include "agent/sysfs/gid_table.h"
 #include "agent/verbs/verbs_handles.h"
 #include "tools/fabricctl/check_verdict.h"
 

@@ -6,8 +6,8 @@
 
 #include "agent/base/host_paths.h"
 #include "agent/base/json_text.h"
-#include "agent/discovery/sysfs_discovery.h"
 #include "agent/metrics/http_client.h"
+#include "agent/sysfs/sysfs_discovery.h"
 
 namespace fabric::fabricctl {
 namespace {

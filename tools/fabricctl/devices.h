@@ -1,5 +1,5 @@
 // `fabricctl devices`: the node's EFA/RDMA devices as the agent discovers
-// them (agent/discovery) and the resource pools (agent/config) each serves.
+// them (agent/sysfs) and the resource pools (agent/config) each serves.
 #ifndef FABRIC_TOOLS_FABRICCTL_DEVICES_H_
 #define FABRIC_TOOLS_FABRICCTL_DEVICES_H_
 

@@ -5,7 +5,7 @@
 
 #include "agent/base/file_util.h"
 #include "agent/base/host_paths.h"
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/test_dirs.h"
 

@@ -44,7 +44,7 @@ rkvm_start --config "$RK_WORK/agent-config.yaml"
 prlimit --pid "$(cat "$RK_WORK/pids/containerd" 2>/dev/null || pgrep -x containerd | head -1)" \
   --memlock=unlimited:unlimited || fail "cannot raise containerd's RLIMIT_MEMLOCK"
 
-# Kernel facts the agent's GID reader relies on (agent/gid): the table's length, what an empty slot
+# Kernel facts the agent's GID reader relies on (agent/sysfs/gid_table): the table's length, what an empty slot
 # reads, and that a new address takes the lowest free slot (holes included); and the running agent
 # sees the added addresses in /v1/node without a listing change.
 P=/sys/class/infiniband/$IBDEV/ports/1

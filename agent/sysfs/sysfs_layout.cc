@@ -1,4 +1,4 @@
-#include "agent/inventory/sysfs_layout.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

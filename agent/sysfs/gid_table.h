@@ -15,8 +15,8 @@
 // as VLANs) once per RoCE version; IPv4 as ::ffff:a.b.c.d. The kernel puts a
 // new entry into the lowest free slot (cache.c find_gid), which is why a
 // bounded scan (ScanLimit) sees every change between full scans.
-#ifndef FABRIC_AGENT_GID_GID_TABLE_H_
-#define FABRIC_AGENT_GID_GID_TABLE_H_
+#ifndef FABRIC_AGENT_SYSFS_GID_TABLE_H_
+#define FABRIC_AGENT_SYSFS_GID_TABLE_H_
 
 #include <array>
 #include <cstdint>
@@ -26,8 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "agent/inventory/sysfs_layout.h"
 #include "agent/model/device.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 namespace fabric::gid {
 
@@ -81,4 +81,4 @@ RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa);
 
 }  // namespace fabric::gid
 
-#endif  // FABRIC_AGENT_GID_GID_TABLE_H_
+#endif  // FABRIC_AGENT_SYSFS_GID_TABLE_H_

@@ -1,4 +1,4 @@
-#include "agent/gid/gid_table.h"
+#include "agent/sysfs/gid_table.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -7,14 +7,14 @@
 //     device -> PCI function (vendor device numa_node driver physfn sriov_numvfs net/)
 //     hw_counters/                               device-level driver counters (EFA, new kernels)
 //     ports/<n>/{state,phys_state,link_layer,rate,gid_attrs/ndevs/0}
-//     ports/<n>/gids/<i>, gid_attrs/{types,ndevs}/<i>   the GID table (agent/gid)
+//     ports/<n>/gids/<i>, gid_attrs/{types,ndevs}/<i>   the GID table (agent/sysfs/gid_table)
 //     ports/<n>/hw_counters/                     port-level driver counters
 //     ports/<n>/counters/                        IB PMA counters
 //   class/infiniband_verbs/uverbs<N>/{ibdev,dev,device}   not netns-tagged
 //   class/infiniband_mad/{umad,issm}<N>/{ibdev,port,dev}  not netns-tagged
 //   class/misc/rdma_cm/dev
-#ifndef FABRIC_AGENT_INVENTORY_SYSFS_LAYOUT_H_
-#define FABRIC_AGENT_INVENTORY_SYSFS_LAYOUT_H_
+#ifndef FABRIC_AGENT_SYSFS_SYSFS_LAYOUT_H_
+#define FABRIC_AGENT_SYSFS_SYSFS_LAYOUT_H_
 
 #include <string>
 
@@ -64,4 +64,4 @@ class SysfsLayout {
 
 }  // namespace fabric
 
-#endif  // FABRIC_AGENT_INVENTORY_SYSFS_LAYOUT_H_
+#endif  // FABRIC_AGENT_SYSFS_SYSFS_LAYOUT_H_

@@ -1,4 +1,4 @@
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "agent/discovery/sysfs_discovery.h"
+#include "agent/sysfs/sysfs_discovery.h"
 
 #include <climits>
 #include <map>
@@ -11,8 +11,8 @@
 #include "agent/base/file_util.h"
 #include "agent/base/logging.h"
 #include "agent/base/utf8.h"
-#include "agent/gid/gid_table.h"
-#include "agent/inventory/sysfs_layout.h"
+#include "agent/sysfs/gid_table.h"
+#include "agent/sysfs/sysfs_layout.h"
 
 namespace fabric {
 namespace {

@@ -3,9 +3,9 @@
 // (no libibverbs), so it works the same on fake trees and on any netns view.
 // This is the inventory's walk: the agent calls it only through
 // agent/inventory (Inventory), which owns first discovery, rediscovery and
-// retries; every path comes from agent/inventory/sysfs_layout.h.
-#ifndef FABRIC_AGENT_DISCOVERY_SYSFS_DISCOVERY_H_
-#define FABRIC_AGENT_DISCOVERY_SYSFS_DISCOVERY_H_
+// retries; every path comes from agent/sysfs/sysfs_layout.h.
+#ifndef FABRIC_AGENT_SYSFS_SYSFS_DISCOVERY_H_
+#define FABRIC_AGENT_SYSFS_SYSFS_DISCOVERY_H_
 
 #include "absl/status/statusor.h"
 #include "agent/base/file_util.h"  // IsTransientReadError
@@ -43,4 +43,4 @@ bool ParseNumberedState(const std::string& text, int* code, std::string* name);
 
 }  // namespace fabric
 
-#endif  // FABRIC_AGENT_DISCOVERY_SYSFS_DISCOVERY_H_
+#endif  // FABRIC_AGENT_SYSFS_SYSFS_DISCOVERY_H_
