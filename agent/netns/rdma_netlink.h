@@ -1,6 +1,6 @@
 // RdmaNetlink: the RDMA subsystem's netns operations (what `rdma system` and
 // `rdma dev set DEV netns NS` do). MnlRdmaNetlink is the real one (libmnl,
-// rdma_netlink_mnl.h); FakeRdmaNetlink (fake_rdma_netlink.h) serves tests.
+// rdma_netlink_mnl.h); FakeRdmaNetlink (test/fakes/) serves tests.
 #ifndef FABRIC_AGENT_NETNS_RDMA_NETLINK_H_
 #define FABRIC_AGENT_NETNS_RDMA_NETLINK_H_
 

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/netns/fake_rdma_netlink.h"
+#include "test/fakes/fake_rdma_netlink.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::netns {

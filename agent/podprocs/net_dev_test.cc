@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 
 namespace fabric::podprocs {
 namespace {

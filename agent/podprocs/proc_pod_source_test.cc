@@ -11,7 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/podprocs/cgroup_path.h"
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 #include "test/testing/test_dirs.h"
 
 namespace fabric::podprocs {

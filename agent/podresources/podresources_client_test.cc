@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::podresources {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/restrack/restrack_test_util.h"
+#include "test/fakes/restrack_test_util.h"
 #include "agent/restrack/restrack_wire.h"
 
 namespace fabric::restrack {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/restrack/restrack_test_util.h"
+#include "test/fakes/restrack_test_util.h"
 
 namespace fabric::restrack::wire {
 namespace {

@@ -19,8 +19,8 @@
 #include "agent/base/host_paths.h"
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/cni_service/cni_service.h"
-#include "agent/netns/fake_rdma_netlink.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_rdma_netlink.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "agent/podresources/podresources_client.h"
 #include "test/testing/status_matchers.h"
 

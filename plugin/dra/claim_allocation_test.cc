@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/fakes/fake_claim_allocations.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::dra {

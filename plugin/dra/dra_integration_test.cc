@@ -16,6 +16,8 @@
 #include "plugin/dra/dra_health_service.h"
 #include "plugin/dra/dra_plugin_service.h"
 #include "plugin/dra/dra_server.h"
+#include "test/fakes/fake_claim_allocations.h"
+#include "test/fakes/fake_device_preparer.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/test_dirs.h"
 #include "tools/kubelet-sim/dra_sim.h"

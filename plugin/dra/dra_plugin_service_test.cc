@@ -9,6 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugin/dra/dra_health_service.h"
+#include "test/fakes/fake_claim_allocations.h"
+#include "test/fakes/fake_device_preparer.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/test_dirs.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "agent/base/utf8.h"
-#include "agent/restrack/restrack_test_util.h"
+#include "test/fakes/restrack_test_util.h"
 #include "agent/restrack/restrack_wire.h"
 #include "test/fuzz/fuzz_check.h"
 

@@ -15,7 +15,7 @@
 #include "agent/base/file_util.h"
 #include "agent/cni_service/attachment_store.h"
 #include "agent/daemon/agent.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/integration/integration_util.h"

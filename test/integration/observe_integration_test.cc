@@ -9,8 +9,8 @@
 
 #include "agent/daemon/agent.h"
 #include "agent/metrics/http_client.h"
-#include "agent/podprocs/fake_proc_tree.h"
-#include "agent/restrack/fake_resource_source.h"
+#include "test/fakes/fake_proc_tree.h"
+#include "test/fakes/fake_resource_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -15,9 +15,9 @@
 
 #include "agent/daemon/agent.h"
 #include "agent/kubeapi/http_kube_client.h"
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 #include "agent/podsapi/https_client.h"
-#include "agent/restrack/fake_resource_source.h"
+#include "test/fakes/fake_resource_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

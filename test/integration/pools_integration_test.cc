@@ -12,7 +12,7 @@
 
 #include "agent/base/file_util.h"
 #include "agent/daemon/agent.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

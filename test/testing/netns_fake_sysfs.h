@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/netns/fake_rdma_netlink.h"
+#include "test/fakes/fake_rdma_netlink.h"
 #include "test/testing/fake_sysfs.h"
 
 namespace fabric::testing {

@@ -23,7 +23,7 @@
 #include "absl/time/clock.h"
 #include "agent/metrics/http_client.h"
 #include "agent/metrics/metrics.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "agent/sampler/sampler.h"
 #include "fmt/format.h"
 #include "test/testing/fake_sysfs.h"

@@ -30,9 +30,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/observe/observer.h"
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 #include "agent/podprocs/proc_pod_source.h"
-#include "agent/restrack/fake_resource_source.h"
+#include "test/fakes/fake_resource_source.h"
 #include "agent/sampler/sampler.h"
 #include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"

@@ -35,7 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/file_util.h"
 #include "agent/metrics/http_client.h"
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 #include "fmt/format.h"
 #include "test/testing/fake_sysfs.h"
 #include "tools/bench/agent_harness.h"

@@ -1,5 +1,5 @@
 // fake-podresources: serves the kubelet PodResources v1 API on a unix socket
-// from a fixed list of Pods (agent/podresources/fake_podresources_server.h),
+// from a fixed list of Pods (test/fakes/fake_podresources_server.h),
 // so the agent's CNI part can answer ADD/DEL outside a cluster (the image
 // test's empty-container CNI proof). Runs until SIGTERM/SIGINT.
 //
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 
 namespace {
 

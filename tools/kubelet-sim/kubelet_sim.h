@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace grpc {

@@ -19,8 +19,8 @@
 // stat(2) gives them the same (st_dev, st_ino) as the kernel's nsfs does, and
 // id kHostNetns is pid 1's. The tree is not removed: put it in a TempDir.
 // An I/O failure aborts with a message (test code).
-#ifndef FABRIC_AGENT_PODPROCS_FAKE_PROC_TREE_H_
-#define FABRIC_AGENT_PODPROCS_FAKE_PROC_TREE_H_
+#ifndef FABRIC_TEST_FAKES_FAKE_PROC_TREE_H_
+#define FABRIC_TEST_FAKES_FAKE_PROC_TREE_H_
 
 #include <cstdint>
 #include <functional>
@@ -162,4 +162,4 @@ void WriteTestFile(const std::string& path, const std::string& contents);
 
 }  // namespace fabric::podprocs::testing
 
-#endif  // FABRIC_AGENT_PODPROCS_FAKE_PROC_TREE_H_
+#endif  // FABRIC_TEST_FAKES_FAKE_PROC_TREE_H_

@@ -1,4 +1,4 @@
-#include "agent/restrack/fake_resource_source.h"
+#include "test/fakes/fake_resource_source.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "agent/podresources/fake_podresources_server.h"
+#include "test/fakes/fake_podresources_server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "agent/netns/fake_rdma_netlink.h"
+#include "test/fakes/fake_rdma_netlink.h"
 
 #include "absl/strings/str_cat.h"
 

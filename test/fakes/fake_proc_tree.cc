@@ -1,4 +1,4 @@
-#include "agent/podprocs/fake_proc_tree.h"
+#include "test/fakes/fake_proc_tree.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 // FakeRdmaNetlink: an in-memory RDMA subsystem for tests. Netns are plain
 // path strings ("" = host); devices can be made to refuse moves the way the
 // kernel does (e.g. EOPNOTSUPP for EFA).
-#ifndef FABRIC_AGENT_NETNS_FAKE_RDMA_NETLINK_H_
-#define FABRIC_AGENT_NETNS_FAKE_RDMA_NETLINK_H_
+#ifndef FABRIC_TEST_FAKES_FAKE_RDMA_NETLINK_H_
+#define FABRIC_TEST_FAKES_FAKE_RDMA_NETLINK_H_
 
 #include <map>
 #include <mutex>
@@ -53,4 +53,4 @@ class FakeRdmaNetlink : public RdmaNetlink {
 
 }  // namespace fabric::netns
 
-#endif  // FABRIC_AGENT_NETNS_FAKE_RDMA_NETLINK_H_
+#endif  // FABRIC_TEST_FAKES_FAKE_RDMA_NETLINK_H_

@@ -7,8 +7,8 @@
 //    with RESOURCE_EXHAUSTED "rejected by rate limit";
 //  - Get answers "PodResources API Get method disabled" unless EnableGet(true),
 //    and "pod %s in namespace %s not found" for an unknown Pod (code Unknown).
-#ifndef FABRIC_AGENT_PODRESOURCES_FAKE_PODRESOURCES_SERVER_H_
-#define FABRIC_AGENT_PODRESOURCES_FAKE_PODRESOURCES_SERVER_H_
+#ifndef FABRIC_TEST_FAKES_FAKE_PODRESOURCES_SERVER_H_
+#define FABRIC_TEST_FAKES_FAKE_PODRESOURCES_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -72,4 +72,4 @@ class FakePodResourcesServer {
 
 }  // namespace fabric::podresources
 
-#endif  // FABRIC_AGENT_PODRESOURCES_FAKE_PODRESOURCES_SERVER_H_
+#endif  // FABRIC_TEST_FAKES_FAKE_PODRESOURCES_SERVER_H_

@@ -1,7 +1,7 @@
 // A ResourceSource for other modules' tests: Dump() returns what the test set
 // (a list, or an error), and counts its calls.
-#ifndef FABRIC_AGENT_RESTRACK_FAKE_RESOURCE_SOURCE_H_
-#define FABRIC_AGENT_RESTRACK_FAKE_RESOURCE_SOURCE_H_
+#ifndef FABRIC_TEST_FAKES_FAKE_RESOURCE_SOURCE_H_
+#define FABRIC_TEST_FAKES_FAKE_RESOURCE_SOURCE_H_
 
 #include <mutex>
 #include <string>
@@ -48,4 +48,4 @@ RdmaResource KernelOwned(ResourceKind kind, const std::string& device, uint32_t 
 
 }  // namespace fabric::restrack
 
-#endif  // FABRIC_AGENT_RESTRACK_FAKE_RESOURCE_SOURCE_H_
+#endif  // FABRIC_TEST_FAKES_FAKE_RESOURCE_SOURCE_H_

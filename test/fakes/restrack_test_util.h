@@ -3,8 +3,8 @@
 // one *_ENTRY nest per resource, each with the attributes fill_res_*_entry
 // puts, in its order), built with libmnl as the kernel builds them with
 // nla_put_*.
-#ifndef FABRIC_AGENT_RESTRACK_RESTRACK_TEST_UTIL_H_
-#define FABRIC_AGENT_RESTRACK_RESTRACK_TEST_UTIL_H_
+#ifndef FABRIC_TEST_FAKES_RESTRACK_TEST_UTIL_H_
+#define FABRIC_TEST_FAKES_RESTRACK_TEST_UTIL_H_
 
 #include <libmnl/libmnl.h>
 #include <rdma/rdma_netlink.h>
@@ -234,4 +234,4 @@ inline std::string ErrorMessage(int32_t error, uint32_t seq = 0, uint32_t portid
 
 }  // namespace fabric::restrack::testing
 
-#endif  // FABRIC_AGENT_RESTRACK_RESTRACK_TEST_UTIL_H_
+#endif  // FABRIC_TEST_FAKES_RESTRACK_TEST_UTIL_H_
