@@ -16,9 +16,9 @@
 #include "absl/synchronization/notification.h"
 #include "agent/base/file_util.h"
 #include "agent/cni_service/cni_agent_server.h"
-#include "test/fakes/fake_rdma_netlink.h"
 #include "agent/podresources/podresources_client.h"
 #include "podresources/v1/api.grpc.pb.h"
+#include "test/fakes/fake_rdma_netlink.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::cni_service {

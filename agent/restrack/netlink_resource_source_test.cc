@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "test/fakes/restrack_test_util.h"
 #include "agent/restrack/restrack_wire.h"
+#include "test/fakes/restrack_test_util.h"
 
 namespace fabric::restrack {
 namespace {

@@ -19,9 +19,9 @@
 #include "agent/base/host_paths.h"
 #include "agent/cni_service/cni_agent_server.h"
 #include "agent/cni_service/cni_service.h"
-#include "test/fakes/fake_rdma_netlink.h"
-#include "test/fakes/fake_podresources_server.h"
 #include "agent/podresources/podresources_client.h"
+#include "test/fakes/fake_podresources_server.h"
+#include "test/fakes/fake_rdma_netlink.h"
 #include "test/testing/status_matchers.h"
 
 namespace fabric::cni {

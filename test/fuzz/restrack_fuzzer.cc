@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "agent/base/utf8.h"
-#include "test/fakes/restrack_test_util.h"
 #include "agent/restrack/restrack_wire.h"
+#include "test/fakes/restrack_test_util.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace {

@@ -9,11 +9,11 @@
 
 #include "agent/daemon/agent.h"
 #include "agent/metrics/http_client.h"
-#include "test/fakes/fake_proc_tree.h"
-#include "test/fakes/fake_resource_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/fakes/fake_proc_tree.h"
+#include "test/fakes/fake_resource_source.h"
 #include "test/integration/integration_util.h"
 #include "test/testing/fake_sysfs.h"
 #include "test/testing/status_matchers.h"

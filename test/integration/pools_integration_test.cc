@@ -12,10 +12,10 @@
 
 #include "agent/base/file_util.h"
 #include "agent/daemon/agent.h"
-#include "test/fakes/fake_podresources_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/fakes/fake_podresources_server.h"
 #include "test/integration/integration_util.h"
 #include "test/testing/fake_sysfs.h"
 #include "test/testing/status_matchers.h"

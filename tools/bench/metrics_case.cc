@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/metrics/http_client.h"
-#include "test/fakes/fake_podresources_server.h"
 #include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"
+#include "test/fakes/fake_podresources_server.h"
 #include "tools/bench/agent_harness.h"
 #include "tools/bench/cases.h"
 

@@ -37,8 +37,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "test/fakes/fake_podresources_server.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "test/fakes/fake_podresources_server.h"
 
 namespace grpc {
 class Server;
