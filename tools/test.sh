@@ -133,8 +133,6 @@ san_flags=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=
 # -O1 throughout: at -O0 gRPC's header atomics get frames of their own
 # (std::__atomic_base::fetch_sub) that test/tsan.supp cannot name without
 # hiding our own atomics.
-asan_test_opt=(-DFABRIC_TEST_OPT=-O0)
-tsan_test_opt=(-DFABRIC_TEST_OPT=)
 # Debian's abseil is not TSan-instrumented, so absl::Mutex would be invisible
 # to TSan: the threaded code locks with std::mutex, which TSan sees.
 # The gRPC-facing tests: device-plugin servers, registration (both paths) and
@@ -173,7 +171,7 @@ sanitizer_lane() {
   else
     echo "fuzz: skipped: no clang++ with libFuzzer (install-deps.sh test installs clang, libclang-rt-14-dev)"
   fi
-  local san_args=("${san_flags[@]}" "${asan_test_opt[@]}" -DFABRIC_SANITIZE=address,undefined)
+  local san_args=("${san_flags[@]}" -DFABRIC_TEST_OPT=-O0 -DFABRIC_SANITIZE=address,undefined)
   [ "$fuzz" = 1 ] && san_args+=(-DFABRIC_FUZZ=ON)
   san_build() {
     if [ "$clang" = 1 ]; then
@@ -183,7 +181,7 @@ sanitizer_lane() {
     fi
     nice -n 19 cmake --build "$OUT/san" -j"$JOBS"
   }
-  tsan_build() { SRC=$SAN_SRC configure "$OUT/tsan" "${san_flags[@]}" "${tsan_test_opt[@]}" -DFABRIC_SANITIZE=thread && \
+  tsan_build() { SRC=$SAN_SRC configure "$OUT/tsan" "${san_flags[@]}" -DFABRIC_SANITIZE=thread && \
                  nice -n 19 cmake --build "$OUT/tsan" -j"$JOBS" --target "${tsan_targets[@]}" fabric-agent kubelet-sim; }
   asan_tests() {
     (cd "$OUT/san" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
