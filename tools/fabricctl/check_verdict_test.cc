@@ -21,7 +21,6 @@ namespace fabric::fabricctl {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 DeviceNodeFacts Node(NodeKind kind, const std::string& name, int err, bool probed = true) {
   DeviceNodeFacts n;
@@ -128,10 +127,12 @@ TEST(DecideTest, ExhaustiveAgainstSpecOracle) {
                       CheckReport r = Decide(facts, policy);
                       Verdict want = Oracle(s, min);
                       ++cases;
-                      seen.insert(r.verdict);
+                      const bool first_of_verdict = seen.insert(r.verdict).second;
                       ASSERT_EQ(VerdictName(r.verdict), VerdictName(want))
                           << "case " << cases << " summary: " << r.summary;
-                      ASSERT_THAT(r.summary, StartsWith(VerdictName(want) + ":"));
+                      // A plain prefix test: 60,000 gmock matchers cost more
+                      // than Decide itself under ASan.
+                      ASSERT_EQ(r.summary.rfind(VerdictName(want) + ":", 0), 0u) << r.summary;
                       // The first finding is the verdict; the others follow in precedence order.
                       if (want == Verdict::kOk) {
                         ASSERT_TRUE(r.findings.empty());
@@ -142,9 +143,13 @@ TEST(DecideTest, ExhaustiveAgainstSpecOracle) {
                                     static_cast<int>(r.findings[i].verdict));
                         }
                       }
-                      auto json = CheckReportToJson(facts, policy, r);
-                      ASSERT_EQ(json["verdict"], VerdictName(want));
-                      ASSERT_EQ(json["exit_code"], VerdictExitCode(want));
+                      // The JSON carries the verdict it is given; once per verdict
+                      // proves the mapping (it was most of this test's time).
+                      if (first_of_verdict) {
+                        auto json = CheckReportToJson(facts, policy, r);
+                        ASSERT_EQ(json["verdict"], VerdictName(want));
+                        ASSERT_EQ(json["exit_code"], VerdictExitCode(want));
+                      }
                     }
   EXPECT_EQ(cases, 5 * 5 * 5 * 3 * 2 * 2 * 2 * 5 * 2 * 2);
   EXPECT_EQ(seen.size(), 6u);  // every verdict is reachable
