@@ -193,13 +193,29 @@ sanitizer_lane() {
     (cd "$OUT/tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/tsan.supp" \
       ctest -R "^($(IFS='|'; echo "${tsan_targets[*]}"))\$" --output-on-failure -j"$JOBS" --timeout 900)
   }
+  # The TSan build (nice 19) runs beside the ASan tests and the fuzz targets:
+  # it takes the CPU the tests leave idle (many wait on timers and sockets).
+  # Its output goes to its own log, printed once it is done.
+  local tsan_name="build: GCC TSan, unity" tsan_pid=
+  tsan_build_beside() {
+    (lane_step "$tsan_name" tsan_build > "$OUT/tsan-build.log" 2>&1) &
+    tsan_pid=$!
+  }
   if lane_step "build: clang ASan+UBSan (+ fuzz targets), unity" san_build; then
+    tsan_build_beside
     lane_step "ASan + UBSan: every unit and integration test" asan_tests
     [ "$fuzz" = 1 ] && lane_step "fuzz: libFuzzer on every parser of outside bytes, ${FUZZ_SECONDS:-20} s each" \
       env JOBS="$JOBS" test/fuzz/run.sh "$OUT/san" "$OUT/fuzz-run"
+  else
+    tsan_build_beside
   fi
-  if lane_step "build: GCC TSan, unity" tsan_build; then
+  local tsan_rc=0
+  wait "$tsan_pid" || tsan_rc=$?
+  echo; cat "$OUT/tsan-build.log"
+  if [ "$tsan_rc" = 0 ]; then
     lane_step "TSan: agent threads, device-plugin servers, registration, simulator" tsan_tests
+  else
+    failed+=("$tsan_name")
   fi
   printf '%s\n' "${failed[@]}" > "$OUT/sanitizers.failed"
 }
