@@ -23,7 +23,7 @@
 #include "agent/base/errors.h"
 #include "agent/base/logging.h"
 #include "agent/base/utf8.h"
-#include "agent/metrics/http_request.h"
+#include "agent/http/request.h"
 
 namespace fabric {
 namespace {

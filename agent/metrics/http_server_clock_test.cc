@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "agent/metrics/http_server.h"
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "agent/http/https_get.h"
 #include "agent/kubeapi/http_kube_client.h"
-#include "agent/podsapi/https_client.h"
 #include "agent/podsapi/pods_route.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
-#include "agent/metrics/http_request.h"
+#include "agent/http/request.h"
 
 namespace fabric::podsapi {
 namespace {

@@ -23,8 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/http/openssl.h"
 #include "agent/metrics/http_server.h"
-#include "agent/podsapi/openssl.h"
 
 namespace fabric::podsapi {
 

@@ -1,4 +1,4 @@
-// The agent's HTTP request head (agent/metrics/http_request.h): bytes from
+// The agent's HTTP request head (agent/http/request.h): bytes from
 // any client that can reach --metrics-address.
 // Input: the bytes a client sent; as the server does, the head is what comes
 // before the first "\r\n\r\n" (the whole input when there is none).
@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "agent/metrics/http_request.h"
+#include "agent/http/request.h"
 #include "test/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

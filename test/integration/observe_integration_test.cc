@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent/daemon/agent.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "agent/daemon/agent.h"
+#include "agent/http/https_get.h"
 #include "agent/kubeapi/http_kube_client.h"
-#include "agent/podsapi/https_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

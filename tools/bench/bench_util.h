@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 
 namespace fabric::bench {
 

@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_util.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"
 #include "test/fakes/fake_podresources_server.h"

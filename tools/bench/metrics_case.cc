@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "agent/sysfs/sysfs_discovery.h"
 #include "fmt/format.h"
 #include "test/fakes/fake_podresources_server.h"

@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "agent/metrics/metrics.h"
 #include "agent/sampler/sampler.h"
 #include "fmt/format.h"

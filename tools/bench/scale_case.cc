@@ -34,7 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/base/file_util.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "fmt/format.h"
 #include "test/fakes/fake_proc_tree.h"
 #include "test/testing/fake_sysfs.h"

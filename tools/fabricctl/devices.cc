@@ -6,7 +6,7 @@
 
 #include "agent/base/host_paths.h"
 #include "agent/base/json_text.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "agent/sysfs/sysfs_discovery.h"
 
 namespace fabric::fabricctl {

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "agent/base/json_text.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 #include "tools/fabricctl/bench.h"
 
 namespace fabric::fabricctl {

@@ -8,8 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "agent/base/json_text.h"
-#include "agent/metrics/http_client.h"
-#include "agent/podsapi/https_client.h"
+#include "agent/http/get.h"
+#include "agent/http/https_get.h"
 
 namespace fabric::fabricctl {
 namespace {

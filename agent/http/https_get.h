@@ -1,14 +1,14 @@
 // GET over TLS for fabricctl observe and the tests: verifies the agent's
 // certificate (a CA file, or the system's) and its name, and sends a bearer
 // token. One request per connection, read to EOF.
-#ifndef FABRIC_AGENT_PODSAPI_HTTPS_CLIENT_H_
-#define FABRIC_AGENT_PODSAPI_HTTPS_CLIENT_H_
+#ifndef FABRIC_AGENT_HTTP_HTTPS_GET_H_
+#define FABRIC_AGENT_HTTP_HTTPS_GET_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 
 namespace fabric::podsapi {
 
@@ -28,4 +28,4 @@ absl::StatusOr<HttpResponse> HttpsGet(const std::string& base, const std::string
 
 }  // namespace fabric::podsapi
 
-#endif  // FABRIC_AGENT_PODSAPI_HTTPS_CLIENT_H_
+#endif  // FABRIC_AGENT_HTTP_HTTPS_GET_H_

@@ -2,8 +2,8 @@
 // handle, and the one translation of OpenSSL's error queue to absl::Status.
 // Linked statically into the FABRIC_STATIC agent (cmake/fabric-static-link.sh),
 // so an agent that serves no TLS maps no OpenSSL library.
-#ifndef FABRIC_AGENT_PODSAPI_OPENSSL_H_
-#define FABRIC_AGENT_PODSAPI_OPENSSL_H_
+#ifndef FABRIC_AGENT_HTTP_OPENSSL_H_
+#define FABRIC_AGENT_HTTP_OPENSSL_H_
 
 #include <openssl/ssl.h>
 #include <unistd.h>
@@ -67,4 +67,4 @@ absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, int timeo
 
 }  // namespace fabric::podsapi
 
-#endif  // FABRIC_AGENT_PODSAPI_OPENSSL_H_
+#endif  // FABRIC_AGENT_HTTP_OPENSSL_H_

@@ -1,4 +1,4 @@
-#include "agent/metrics/http_client.h"
+#include "agent/http/get.h"
 
 #include <netdb.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "agent/podsapi/https_client.h"
+#include "agent/http/https_get.h"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "agent/podsapi/openssl.h"
+#include "agent/http/openssl.h"
 
 namespace fabric::podsapi {
 namespace {

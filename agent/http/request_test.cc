@@ -1,4 +1,4 @@
-#include "agent/metrics/http_request.h"
+#include "agent/http/request.h"
 
 #include "gtest/gtest.h"
 

@@ -2,8 +2,8 @@
 // /v1/node, /v1/peers): what fabricctl and the tests use to talk to a local
 // agent. Plain TCP, one request per connection, read to EOF; no TLS, since
 // the agent serves none.
-#ifndef FABRIC_AGENT_METRICS_HTTP_CLIENT_H_
-#define FABRIC_AGENT_METRICS_HTTP_CLIENT_H_
+#ifndef FABRIC_AGENT_HTTP_GET_H_
+#define FABRIC_AGENT_HTTP_GET_H_
 
 #include <string>
 
@@ -25,4 +25,4 @@ absl::StatusOr<HttpResponse> HttpGet(const std::string& base, const std::string&
 
 }  // namespace fabric
 
-#endif  // FABRIC_AGENT_METRICS_HTTP_CLIENT_H_
+#endif  // FABRIC_AGENT_HTTP_GET_H_

@@ -1,8 +1,8 @@
 // The request line of an HTTP/1.x request head, as the agent's HTTP server
 // (http_server.h) reads it: a pure function of the bytes a client sent, so it
 // is fuzzed on its own (test/fuzz/http_request_fuzzer.cc).
-#ifndef FABRIC_AGENT_METRICS_HTTP_REQUEST_H_
-#define FABRIC_AGENT_METRICS_HTTP_REQUEST_H_
+#ifndef FABRIC_AGENT_HTTP_REQUEST_H_
+#define FABRIC_AGENT_HTTP_REQUEST_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ HttpRequestHead ParseRequestHead(absl::string_view head);
 
 }  // namespace fabric
 
-#endif  // FABRIC_AGENT_METRICS_HTTP_REQUEST_H_
+#endif  // FABRIC_AGENT_HTTP_REQUEST_H_

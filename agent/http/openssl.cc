@@ -1,4 +1,4 @@
-#include "agent/podsapi/openssl.h"
+#include "agent/http/openssl.h"
 
 #include <fcntl.h>
 #include <netdb.h>
