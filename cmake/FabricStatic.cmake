@@ -16,8 +16,8 @@
 # -ffunction-sections -fdata-sections so that --gc-sections can drop unreached code.
 #
 # Either way gRPC is swapped for grpc_unsecure/grpc++_unsecure (every gRPC channel and server we
-# have is plaintext on a unix socket; OpenSSL comes from its archives for the /v1/pods TLS
-# listener only, and libcurl is loaded with dlopen), and fmt/spdlog, which Debian
+# have is plaintext on a unix socket; OpenSSL comes from its archives for agent/http: the /v1/pods
+# TLS listener and the Kubernetes API client), and fmt/spdlog, which Debian
 # ships only as shared objects, come from cmake/static/fmt_spdlog.cc (their out-of-line parts
 # compiled from their own headers). The link line is rewritten by cmake/fabric-static-link.sh,
 # set as the target's linker launcher: CMake's imported targets name the shared objects by full

@@ -33,10 +33,10 @@ while [ "$i" -lt "$n" ]; do
       case $name in
         # libfabric's archive holds every provider and needs each provider's own
         # libraries (psm2, verbs, ...): only its shared object loads them on demand.
-        # (libcurl is not linked at all: agent/kubeapi loads it with dlopen.)
         # OpenSSL's archives are linked: --gc-sections keeps only what the
-        # /v1/pods TLS listener uses, and an agent without it maps none of it.
-        libfabric | libibverbs | librdmacm | libcurl) keep=1 ;;
+        # agent's HTTP layer (agent/http: the TLS /v1/pods listener and the API
+        # client) uses, and an agent that uses neither maps none of it.
+        libfabric | libibverbs | librdmacm) keep=1 ;;
         *) keep=0 ;;
       esac
       if [ "$keep" = 0 ] && [ -f "$dir/$name.a" ]; then

@@ -7,7 +7,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git curl ca-certificates
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers
       libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libmnl-dev
-      libgtest-dev libgmock-dev ccache libcurl4-openssl-dev)
+      libgtest-dev libgmock-dev ccache libssl-dev)
 if [ "$what" = test ]; then
   # clang-format: style gate; nodejs/npm/file: manifest checks; prometheus:
   # promtool for /metrics; podman/runc: CDI and OCI-hook checks; Go + libcni +

@@ -191,14 +191,20 @@ absl::Status Agent::StartPodsTls() {
     return absl::InvalidArgumentError(
         "--pods-tls-address needs --pods-tls-cert-file and --pods-tls-key-file");
   }
-  auto client = kubeapi::HttpKubeClient::Create(options_.kube);
+  // A review that takes longer is answered 503: the client waits no longer,
+  // and Stop() never waits longer for a review in progress.
+  kubeapi::KubeConfig reviews = options_.kube;
+  reviews.request_timeout = std::min(reviews.request_timeout, absl::Seconds(5));
+  auto client = kubeapi::HttpKubeClient::Create(reviews);
   if (!client.ok()) {
     return absl::Status(client.status().code(),
                         absl::StrCat("--pods-tls-address: ", client.status().message()));
   }
   pods_client_ = *std::move(client);
-  pods_authorizer_ =
-      std::make_unique<podsapi::PodsAuthorizer>(pods_client_.get(), podsapi::AuthorizerOptions{});
+  podsapi::AuthorizerOptions ao;
+  ao.audience = options_.pods_token_audience;
+  ao.accept_apiserver_tokens = options_.pods_accept_apiserver_tokens;
+  pods_authorizer_ = std::make_unique<podsapi::PodsAuthorizer>(pods_client_.get(), ao);
   podsapi::TlsServerOptions to;
   to.address = options_.pods_tls_address;
   to.cert_file = options_.pods_tls_cert_file;

@@ -107,6 +107,10 @@ struct AgentOptions {
   // through `kube`. Empty: /v1/pods only on the plain port, to loopback.
   std::string pods_tls_address;
   std::string pods_tls_cert_file, pods_tls_key_file;
+  // The audience a Pod's token must be issued for, and whether a token for
+  // the API server's own audience passes too (podsapi::AuthorizerOptions).
+  std::string pods_token_audience = podsapi::kDefaultPodsTokenAudience;
+  bool pods_accept_apiserver_tokens = false;
   // Tests: the sources observe uses instead of netlink and /proc (borrowed).
   restrack::ResourceSource* resource_source = nullptr;
   podprocs::ProcSource* proc_source = nullptr;

@@ -1,8 +1,7 @@
 // fabric-agent: serves the node's EFA/RDMA devices to the kubelet.
 // Built twice: fabric-agent (the device-plugin API) and, with FABRIC_DRA,
 // fabric-dra (Dynamic Resource Allocation: ResourceSlices and the DRA kubelet
-// plugin). Same flags, same modules; only the KubeletFront differs, so the
-// device-plugin binary does not carry the API client (libcurl).
+// plugin). Same flags, same modules; only the KubeletFront differs.
 #include <malloc.h>
 #include <signal.h>
 
@@ -23,6 +22,7 @@
 #include "agent/doctor/doctor.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "agent/kubeapi/kube_config.h"
+#include "agent/podsapi/authorizer.h"
 #ifdef FABRIC_DRA
 #include "agent/dra_front/dra_front.h"
 #endif
@@ -98,6 +98,13 @@ ABSL_FLAG(std::string, pods_tls_address, "",
           "--observe. Empty: /v1/pods only on --metrics-address, to loopback clients");
 ABSL_FLAG(std::string, pods_tls_cert_file, "", "PEM certificate (chain) for --pods-tls-address");
 ABSL_FLAG(std::string, pods_tls_key_file, "", "PEM private key for --pods-tls-address");
+ABSL_FLAG(std::string, pods_token_audience, fabric::podsapi::kDefaultPodsTokenAudience,
+          "--pods-tls-address: the audience a client's ServiceAccount token must be issued for "
+          "(a projected token; the API server itself refuses it, so it cannot be replayed "
+          "there)");
+ABSL_FLAG(bool, pods_accept_apiserver_tokens, false,
+          "--pods-tls-address: also accept tokens for the API server's own audience (a Pod's "
+          "default ServiceAccount token), for clients that cannot mount a projected token");
 ABSL_FLAG(std::string, node_name, "",
           "This node's name (DRA: the pool and the ResourceSlices' spec.nodeName; "
           "--pod-conditions: whose Pods to watch); empty: $NODE_NAME");
@@ -145,6 +152,14 @@ int ApplyApiServerFlags(fabric::AgentOptions& opts) {
   opts.pods_tls_address = absl::GetFlag(FLAGS_pods_tls_address);
   opts.pods_tls_cert_file = absl::GetFlag(FLAGS_pods_tls_cert_file);
   opts.pods_tls_key_file = absl::GetFlag(FLAGS_pods_tls_key_file);
+  opts.pods_token_audience = absl::GetFlag(FLAGS_pods_token_audience);
+  opts.pods_accept_apiserver_tokens = absl::GetFlag(FLAGS_pods_accept_apiserver_tokens);
+  if (opts.pods_token_audience.empty()) {
+    std::fprintf(stderr,
+                 "fabric-agent: --pods-token-audience must not be empty (for the API server's "
+                 "own tokens add --pods-accept-apiserver-tokens)\n");
+    return 2;
+  }
   if (opts.pod_conditions) {
     opts.node_name = NodeName();
     if (!opts.observe || opts.node_name.empty()) {

@@ -1,17 +1,74 @@
 #include "agent/http/openssl.h"
 
-#include <fcntl.h>
-#include <netdb.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/logging.h"
+#include "agent/base/mono_clock.h"
+#include "agent/http/net.h"
 
-namespace fabric::podsapi {
+namespace fabric {
+namespace {
+
+struct timespec MtimeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return st.st_mtim;
+}
+
+bool SameTime(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int FdOf(BIO* b) { return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b))); }
+
+int SocketWrite(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n = ::send(FdOf(b), data, static_cast<size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && TransientErrno(errno)) BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+int SocketRead(BIO* b, char* data, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n = ::recv(FdOf(b), data, static_cast<size_t>(len), 0);
+  if (n < 0 && TransientErrno(errno)) BIO_set_retry_read(b);
+  return static_cast<int>(n);
+}
+
+long SocketCtrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+int SocketCreate(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+const BIO_METHOD* SocketMethod() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "fabric socket");
+    BIO_meth_set_write(m, SocketWrite);
+    BIO_meth_set_read(m, SocketRead);
+    BIO_meth_set_ctrl(m, SocketCtrl);
+    BIO_meth_set_create(m, SocketCreate);
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+bool SslSetSocket(SSL* ssl, int fd) {
+  BIO* bio = BIO_new(SocketMethod());
+  if (bio == nullptr) return false;
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+  SSL_set_bio(ssl, bio, bio);  // one BIO both ways; the SSL frees it
+  return true;
+}
 
 absl::Status OpenSslError(absl::string_view what, absl::StatusCode code) {
   std::string detail;
@@ -62,47 +119,34 @@ absl::StatusOr<SslCtxPtr> ClientContext(const std::string& ca_file, bool insecur
   return ctx;
 }
 
-absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, int timeout_ms) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError(absl::StrCat("cannot connect to ", host));
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) continue;
-    int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd.get(), POLLOUT, 0};
-      if (::poll(&p, 1, timeout_ms) == 1) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-        rc = err == 0 ? 0 : -1;
-        errno = err;
-      } else {
-        errno = ETIMEDOUT;
-      }
-    }
-    if (rc != 0) {
-      last = absl::UnavailableError(
-          absl::StrCat("cannot connect to ", host, ":", port, ": ", std::strerror(errno)));
-      continue;
-    }
-    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    // Back to blocking: the TLS calls below wait within the timeouts.
-    const int fl = ::fcntl(fd.get(), F_GETFL);
-    ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
-    ::freeaddrinfo(res);
-    return fd;
-  }
-  ::freeaddrinfo(res);
-  return last;
+absl::Status ServerCertificate::Load() {
+  auto ctx = ServerContext(cert_file_, key_file_);
+  if (!ctx.ok()) return ctx.status();
+  ctx_ = *std::move(ctx);
+  cert_mtime_ = MtimeOf(cert_file_);
+  key_mtime_ = MtimeOf(key_file_);
+  next_check_ = MonotonicNow() + check_every_;
+  return absl::OkStatus();
 }
 
-}  // namespace fabric::podsapi
+SSL_CTX* ServerCertificate::Current() {
+  const absl::Time now = MonotonicNow();
+  if (now < next_check_) return ctx_.get();
+  next_check_ = now + check_every_;
+  const struct timespec c = MtimeOf(cert_file_), k = MtimeOf(key_file_);
+  if (SameTime(c, cert_mtime_) && SameTime(k, key_mtime_)) return ctx_.get();
+  auto ctx = ServerContext(cert_file_, key_file_);
+  if (!ctx.ok()) {
+    LogWarn(Component::kPods, "TLS certificate changed but does not load, keeping the old one: {}",
+            ctx.status().message());
+    return ctx_.get();
+  }
+  ctx_ = *std::move(ctx);
+  cert_mtime_ = c;
+  key_mtime_ = k;
+  ++reloads_;
+  LogInfo(Component::kPods, "TLS certificate reloaded from {}", cert_file_);
+  return ctx_.get();
+}
+
+}  // namespace fabric

@@ -1,12 +1,10 @@
 #include "agent/kubeapi/http_kube_client.h"
 
-#include <mutex>
-
 #include "absl/strings/str_cat.h"
 #include "agent/base/json_text.h"
 #include "agent/base/utf8.h"
+#include "agent/http/response.h"
 #include "agent/kubeapi/api_status.h"
-#include "agent/kubeapi/curl_library.h"
 #include "agent/kubeapi/watch_stream.h"
 
 namespace fabric::kubeapi {
@@ -18,19 +16,26 @@ constexpr size_t kMaxWatchErrorBodyBytes = 1 << 20;
 // this slack the server should have ended it, so the client does.
 constexpr absl::Duration kWatchDeadlineSlack = absl::Seconds(30);
 
-bool Is2xx(long code) { return code >= 200 && code <= 299; }
+bool Is2xx(int code) { return code >= 200 && code <= 299; }
+
+// The one mapping of transport failures (before any HTTP answer): the
+// client's message names the server and the CA file; `what` says which call.
+absl::Status TransportError(const absl::Status& s, const std::string& what) {
+  switch (s.code()) {
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kFailedPrecondition:  // the certificate or the CA file
+    case absl::StatusCode::kResourceExhausted:
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": the API server timed out: ", s.message()));
+    default:  // cannot connect, the connection broke, not an HTTP answer: try again later
+      return absl::UnavailableError(
+          absl::StrCat(what, ": cannot reach the API server: ", s.message()));
+  }
+}
 
 }  // namespace
-
-struct HttpKubeClient::Handle {
-  const CurlApi* curl = nullptr;
-  CURL* easy = nullptr;
-  CURLM* multi = nullptr;
-  ~Handle() {
-    if (multi != nullptr) curl->multi_cleanup(multi);
-    if (easy != nullptr) curl->easy_cleanup(easy);
-  }
-};
 
 struct HttpKubeClient::Call {
   std::string what;  // "update resourceslices node-a-0": every message starts with it
@@ -43,231 +48,62 @@ struct HttpKubeClient::Call {
   // Watches: lines of a 200 answer go to on_line through the splitter.
   const WatchLineHandler* on_line = nullptr;
   std::optional<WatchLineSplitter> splitter;
-  absl::Status stream_status;
-  bool stopped_by_handler = false;
-  // Per attempt.
-  const CurlApi* curl = nullptr;
-  CURL* easy = nullptr;
-  std::string buffer;
-  size_t max_body = kMaxBodyBytes;
-  bool too_big = false;
+  absl::Status stream_status;  // why the splitter ended the stream
 };
 
-namespace {
-
-size_t OnData(char* data, size_t size, size_t n, void* user) {
-  auto* call = static_cast<HttpKubeClient::Call*>(user);
-  const size_t len = size * n;
-  if (call->on_line != nullptr) {
-    long code = 0;
-    call->curl->easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (code == 200) {
-      absl::Status st = call->splitter->Feed(absl::string_view(data, len), *call->on_line);
-      if (!st.ok()) {
-        call->stream_status = std::move(st);
-        return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
-      }
-      if (call->splitter->stopped()) {
-        call->stopped_by_handler = true;
-        return 0;
-      }
-      return len;
-    }
-  }
-  if (call->buffer.size() + len > call->max_body) {
-    call->too_big = true;
-    return 0;
-  }
-  call->buffer.append(data, len);
-  return len;
-}
-
-}  // namespace
-
-HttpKubeClient::HttpKubeClient(KubeConfig config, const CurlApi* curl)
-    : config_(std::move(config)), curl_(curl) {
+HttpKubeClient::HttpKubeClient(KubeConfig config, std::unique_ptr<HttpClient> http)
+    : config_(std::move(config)), http_(std::move(http)) {
   if (!config_.token_file.empty()) token_.emplace(config_.token_file);
 }
 
 HttpKubeClient::~HttpKubeClient() = default;
 
 absl::StatusOr<std::unique_ptr<HttpKubeClient>> HttpKubeClient::Create(KubeConfig config) {
-  auto curl = LoadCurl();
-  if (!curl.ok()) return curl.status();
-  return std::unique_ptr<HttpKubeClient>(new HttpKubeClient(std::move(config), *curl));
+  HttpClientOptions o;
+  o.base_url = config.server;
+  o.ca_file = config.ca_file;
+  o.insecure = config.insecure_skip_tls_verify;
+  o.connect_timeout = config.connect_timeout;
+  auto http = HttpClient::Create(o);
+  if (!http.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("API server URL: ", http.status().message()));
+  }
+  return std::unique_ptr<HttpKubeClient>(new HttpKubeClient(std::move(config), *std::move(http)));
 }
 
-std::unique_ptr<HttpKubeClient::Handle> HttpKubeClient::TakeHandle() {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!pool_.empty()) {
-      auto h = std::move(pool_.back());
-      pool_.pop_back();
-      return h;
-    }
-  }
-  auto h = std::make_unique<Handle>();
-  h->curl = curl_;
-  h->easy = curl_->easy_init();
-  h->multi = curl_->multi_init();
-  if (h->easy == nullptr || h->multi == nullptr) return nullptr;
-  return h;
-}
-
-void HttpKubeClient::ReturnHandle(std::unique_ptr<Handle> h) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  // A handful of idle connections is plenty for one agent.
-  if (pool_.size() < 4) pool_.push_back(std::move(h));
-}
-
-std::string HttpKubeClient::Escape(absl::string_view s) {
-  char* e = curl_->easy_escape(nullptr, s.data(), static_cast<int>(s.size()));
-  std::string out = e != nullptr ? e : "";
-  curl_->free(e);
-  return out;
-}
-
-// The one mapping of transport failures (before any HTTP answer).
-static absl::Status StatusFromCurl(const CurlApi& curl, CURLcode rc, const char* errbuf,
-                                   const std::string& what, const KubeConfig& config) {
-  const std::string detail =
-      SanitizeServerText(errbuf[0] != '\0' ? errbuf : curl.easy_strerror(rc), 300);
-  const std::string ca =
-      config.ca_file.empty() ? "the system's CAs" : absl::StrCat("CA file ", config.ca_file);
-  switch (rc) {
-    case CURLE_PEER_FAILED_VERIFICATION:
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": TLS: the API server ", config.server,
-                       " presented a certificate that ", ca, " does not verify: ", detail));
-    case CURLE_SSL_CACERT_BADFILE:
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": TLS: cannot load ", ca, ": ", detail));
-    case CURLE_SSL_CONNECT_ERROR:
-      return absl::UnavailableError(
-          absl::StrCat(what, ": TLS handshake with ", config.server, " failed: ", detail));
-    case CURLE_OPERATION_TIMEDOUT:
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, ": API server ", config.server, " timed out: ", detail));
-    default:
-      return absl::UnavailableError(
-          absl::StrCat(what, ": cannot reach the API server ", config.server, ": ", detail));
-  }
-}
-
-absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::PerformOnce(Call& call,
-                                                                     const std::string& token) {
-  std::unique_ptr<Handle> h = TakeHandle();
-  if (h == nullptr)
-    return absl::InternalError(absl::StrCat(call.what, ": curl handle allocation failed"));
-  CURL* e = h->easy;
-  curl_->easy_reset(e);
-  call.curl = curl_;
-  call.easy = e;
-  call.buffer.clear();
-  call.too_big = false;
-  if (call.on_line != nullptr) call.max_body = kMaxWatchErrorBodyBytes;
-
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  const std::string url = config_.server + call.url_path;
-  curl_->easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_->easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-  curl_->easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_->easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http");
-  curl_->easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_->easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(call.timeout)));
-  curl_->easy_setopt(e, CURLOPT_USERAGENT, config_.user_agent.c_str());
-  curl_->easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnData);
-  curl_->easy_setopt(e, CURLOPT_WRITEDATA, &call);
-  if (config_.insecure_skip_tls_verify) {
-    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-  } else {
-    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!config_.ca_file.empty()) curl_->easy_setopt(e, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  if (absl::string_view(call.method) != "GET")
-    curl_->easy_setopt(e, CURLOPT_CUSTOMREQUEST, call.method);
-  if (call.body != nullptr) {
-    curl_->easy_setopt(e, CURLOPT_POSTFIELDS, call.body->data());
-    curl_->easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body->size()));
-  }
-  struct curl_slist* headers = nullptr;
-  headers = curl_->slist_append(headers, "Accept: application/json");
-  headers = curl_->slist_append(headers, "Expect:");  // no 100-continue round trip
-  if (call.content_type != nullptr) {
-    headers =
-        curl_->slist_append(headers, absl::StrCat("Content-Type: ", call.content_type).c_str());
-  }
-  if (!token.empty()) {
-    headers = curl_->slist_append(headers, absl::StrCat("Authorization: Bearer ", token).c_str());
-  }
-  curl_->easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-
-  bool cancelled = false;
-  CURLcode rc = CURLE_OK;
-  curl_->multi_add_handle(h->multi, e);
-  {
-    CURLM* multi = h->multi;
-    const CurlApi* curl = curl_;
-    Canceller::WakerGuard guard(call.cancel, [multi, curl] { curl->multi_wakeup(multi); });
-    int running = 1;
-    while (true) {
-      if (curl_->multi_perform(h->multi, &running) != CURLM_OK) {
-        rc = CURLE_RECV_ERROR;
-        break;
+absl::StatusOr<HttpClientResponse> HttpKubeClient::Perform(Call& call) {
+  HttpClientRequest req;
+  req.method = call.method;
+  req.target = call.url_path;
+  req.body = call.body;
+  req.timeout = call.timeout;
+  req.cancel = call.cancel;
+  req.max_body_bytes = call.on_line != nullptr ? kMaxWatchErrorBodyBytes : kMaxBodyBytes;
+  if (call.on_line != nullptr) {
+    req.on_body = [&call](absl::string_view data) {
+      absl::Status st = call.splitter->Feed(data, *call.on_line);
+      if (!st.ok()) {
+        call.stream_status = std::move(st);
+        return false;
       }
-      if (running == 0) break;
-      if (call.cancel != nullptr && call.cancel->cancelled()) {
-        cancelled = true;
-        break;
-      }
-      curl_->multi_poll(h->multi, nullptr, 0, 1000, nullptr);
-    }
-    int queued = 0;
-    while (CURLMsg* msg = curl_->multi_info_read(h->multi, &queued)) {
-      if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) rc = msg->data.result;
-    }
+      return !call.splitter->stopped();
+    };
   }
-  long code = 0;
-  curl_->easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-  curl_->multi_remove_handle(h->multi, e);
-  curl_->easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
-  curl_->slist_free_all(headers);
-  ReturnHandle(std::move(h));
-
-  if (cancelled) return absl::CancelledError(absl::StrCat(call.what, ": cancelled"));
-  if (rc == CURLE_WRITE_ERROR && call.stopped_by_handler) return Response{200, ""};
-  if (rc == CURLE_WRITE_ERROR && !call.stream_status.ok()) {
-    return absl::Status(call.stream_status.code(),
-                        absl::StrCat(call.what, ": ", call.stream_status.message()));
-  }
-  if (rc == CURLE_WRITE_ERROR && call.too_big) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        call.what, ": the API server's answer is larger than ", call.max_body, " bytes"));
-  }
-  if (rc != CURLE_OK) return StatusFromCurl(*curl_, rc, errbuf, call.what, config_);
-  return Response{code, std::move(call.buffer)};
-}
-
-absl::StatusOr<HttpKubeClient::Response> HttpKubeClient::Perform(Call& call) {
   // A 401 may mean the token rotated between our read and the request:
   // read the file again and retry once.
   for (int attempt = 0;; ++attempt) {
-    std::string token;
+    req.headers = {{"Accept", "application/json"}, {"User-Agent", config_.user_agent}};
+    if (call.content_type != nullptr) req.headers.emplace_back("Content-Type", call.content_type);
     if (token_.has_value()) {
       if (attempt > 0) token_->Invalidate();
       auto t = token_->Token();
       if (!t.ok())
         return absl::Status(t.status().code(), absl::StrCat(call.what, ": ", t.status().message()));
-      token = *std::move(t);
+      req.headers.emplace_back("Authorization", absl::StrCat("Bearer ", *t));
     }
-    auto r = PerformOnce(call, token);
-    if (!r.ok() || r->code != 401 || attempt > 0 || !token_.has_value()) return r;
+    auto r = http_->Send(req);
+    if (!r.ok()) return TransportError(r.status(), call.what);
+    if (r->status != 401 || attempt > 0 || !token_.has_value()) return r;
   }
 }
 
@@ -288,10 +124,10 @@ absl::StatusOr<nlohmann::json> HttpKubeClient::JsonCall(absl::string_view verb, 
   call.timeout = config_.request_timeout;
   auto r = Perform(call);
   if (!r.ok()) return r.status();
-  if (!Is2xx(r->code)) return StatusFromApiResponse(r->code, r->body, call.what);
+  if (!Is2xx(r->status)) return StatusFromApiResponse(r->status, r->body, call.what);
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return absl::UnknownError(absl::StrCat(call.what, ": API server answered HTTP ", r->code,
+    return absl::UnknownError(absl::StrCat(call.what, ": API server answered HTTP ", r->status,
                                            " with a body that is not a JSON object: \"",
                                            EscapeBytes(r->body, 80), "\""));
   }
@@ -306,7 +142,7 @@ absl::StatusOr<ObjectList> HttpKubeClient::List(absl::string_view collection_pat
                                                 const ListOptions& options) {
   std::string query;
   auto add = [&](absl::string_view k, absl::string_view v) {
-    absl::StrAppend(&query, query.empty() ? "" : "&", k, "=", Escape(v));
+    absl::StrAppend(&query, query.empty() ? "" : "&", k, "=", PercentEncode(v));
   };
   if (!options.label_selector.empty()) add("labelSelector", options.label_selector);
   if (!options.field_selector.empty()) add("fieldSelector", options.field_selector);
@@ -382,7 +218,7 @@ absl::StatusOr<nlohmann::json> HttpKubeClient::Apply(absl::string_view object_pa
   }
   // JSON is YAML: the apply patch type takes it as is.
   const std::string body = DumpJson(object);
-  std::string query = absl::StrCat("fieldManager=", Escape(field_manager));
+  std::string query = absl::StrCat("fieldManager=", PercentEncode(field_manager));
   if (force) query += "&force=true";
   return JsonCall("apply", "PATCH", object_path, query, &body, "application/apply-patch+yaml");
 }
@@ -403,13 +239,13 @@ absl::Status HttpKubeClient::StreamWatch(absl::string_view collection_path,
   const int64_t timeout_s = std::max<int64_t>(1, absl::ToInt64Seconds(request.timeout));
   std::string query = absl::StrCat("watch=1&timeoutSeconds=", timeout_s);
   if (!request.resource_version.empty()) {
-    absl::StrAppend(&query, "&resourceVersion=", Escape(request.resource_version));
+    absl::StrAppend(&query, "&resourceVersion=", PercentEncode(request.resource_version));
   }
   if (request.allow_bookmarks) query += "&allowWatchBookmarks=true";
   if (!request.label_selector.empty())
-    absl::StrAppend(&query, "&labelSelector=", Escape(request.label_selector));
+    absl::StrAppend(&query, "&labelSelector=", PercentEncode(request.label_selector));
   if (!request.field_selector.empty())
-    absl::StrAppend(&query, "&fieldSelector=", Escape(request.field_selector));
+    absl::StrAppend(&query, "&fieldSelector=", PercentEncode(request.field_selector));
   call.url_path = absl::StrCat(collection_path, "?", query);
   call.cancel = cancel;
   call.timeout = absl::Seconds(timeout_s) + kWatchDeadlineSlack;
@@ -417,8 +253,12 @@ absl::Status HttpKubeClient::StreamWatch(absl::string_view collection_path,
   call.splitter.emplace(request.max_line_bytes);
   auto r = Perform(call);
   if (!r.ok()) return r.status();
-  if (call.stopped_by_handler) return absl::OkStatus();
-  if (r->code != 200) return StatusFromApiResponse(r->code, r->body, call.what);
+  if (!call.stream_status.ok()) {
+    return absl::Status(call.stream_status.code(),
+                        absl::StrCat(call.what, ": ", call.stream_status.message()));
+  }
+  if (r->stopped) return absl::OkStatus();  // the handler ended the stream
+  if (r->status != 200) return StatusFromApiResponse(r->status, r->body, call.what);
   if (call.splitter->pending_bytes() > 0) {
     return absl::UnavailableError(absl::StrCat(call.what, ": the stream ended inside an event (",
                                                call.splitter->pending_bytes(),

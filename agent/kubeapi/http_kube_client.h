@@ -1,17 +1,15 @@
-// KubeClient over libcurl (OpenSSL; loaded with dlopen, curl_library.h): HTTPS verified against the
-// config's CA, the bearer token re-read on rotation (and once more after a 401), JSON bodies,
-// per-call timeouts. Thread-safe: concurrent calls use separate pooled handles, each keeping its
-// connection alive for the next call.
+// KubeClient over the agent's HTTP client (agent/http/client.h, on the OpenSSL the agent already
+// links): HTTPS verified against the config's CA, the bearer token re-read on rotation (and once
+// more after a 401), JSON bodies, per-call timeouts, watch streams read line by line as they come.
+// Thread-safe: concurrent calls use separate connections, each kept alive for the next call.
 #ifndef FABRIC_AGENT_KUBEAPI_HTTP_KUBE_CLIENT_H_
 #define FABRIC_AGENT_KUBEAPI_HTTP_KUBE_CLIENT_H_
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "agent/kubeapi/curl_library.h"
+#include "agent/http/client.h"
 #include "agent/kubeapi/kube_client.h"
 #include "agent/kubeapi/kube_config.h"
 
@@ -19,7 +17,7 @@ namespace fabric::kubeapi {
 
 class HttpKubeClient : public KubeClient {
  public:
-  // Fails if libcurl cannot be loaded (curl_library.h) or initialised.
+  // Fails when config.server is not an http(s) URL.
   static absl::StatusOr<std::unique_ptr<HttpKubeClient>> Create(KubeConfig config);
   ~HttpKubeClient() override;
 
@@ -41,32 +39,21 @@ class HttpKubeClient : public KubeClient {
   // Largest response body accepted for a non-watch call.
   static constexpr size_t kMaxBodyBytes = 64 << 20;
 
-  struct Call;  // one request's state (public only for the curl callback)
-
  private:
-  struct Handle;  // a curl easy handle with its own multi handle
-  HttpKubeClient(KubeConfig config, const CurlApi* curl);
+  struct Call;  // one request's state
+  HttpKubeClient(KubeConfig config, std::unique_ptr<HttpClient> http);
 
-  // Runs one request; the body is kept whole, or (for watches) streamed.
-  struct Response {
-    long code = 0;
-    std::string body;
-  };
-  absl::StatusOr<Response> Perform(Call& call);
-  absl::StatusOr<Response> PerformOnce(Call& call, const std::string& token);
+  // Runs one request (with the current token, and once more with a re-read
+  // one after a 401); the body is kept whole, or (for watches) streamed.
+  absl::StatusOr<HttpClientResponse> Perform(Call& call);
   absl::StatusOr<nlohmann::json> JsonCall(absl::string_view verb, const char* method,
                                           absl::string_view path, std::string query,
                                           const std::string* body, const char* content_type,
                                           Canceller* cancel = nullptr);
-  std::unique_ptr<Handle> TakeHandle();
-  void ReturnHandle(std::unique_ptr<Handle> h);
-  std::string Escape(absl::string_view s);
 
   const KubeConfig config_;
-  const CurlApi* const curl_;
+  const std::unique_ptr<HttpClient> http_;
   std::optional<TokenFile> token_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Handle>> pool_;
 };
 
 }  // namespace fabric::kubeapi

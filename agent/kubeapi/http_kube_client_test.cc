@@ -3,7 +3,6 @@
 // python3 or openssl is missing.
 #include "agent/kubeapi/http_kube_client.h"
 
-#include <curl/curl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>

@@ -17,38 +17,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/base/canceller.h"
 #include "nlohmann/json.hpp"
 
 namespace fabric::kubeapi {
 
-// A stop request that another thread can raise at any time. A blocking call
-// given one (a watch stream, a List, a backoff sleep) returns kCancelled soon
-// after Cancel(): a call that waits registers a waker that interrupts it.
-class Canceller {
- public:
-  void Cancel();
-  bool cancelled() const;
-  // Sleeps up to `d`; false if cancelled (before or during the sleep).
-  bool SleepFor(absl::Duration d);
-  // Registers `wake` to be called by Cancel() while the returned guard lives
-  // (it runs at once if already cancelled). One waker at a time.
-  class WakerGuard {
-   public:
-    WakerGuard(Canceller* c, std::function<void()> wake);
-    ~WakerGuard();
-    WakerGuard(const WakerGuard&) = delete;
-    WakerGuard& operator=(const WakerGuard&) = delete;
-
-   private:
-    Canceller* c_;
-  };
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool cancelled_ = false;
-  std::function<void()> waker_;
-};
+// Interrupts a blocking call (a watch stream, a List, a backoff sleep) from
+// another thread (agent/base/canceller.h).
+using Canceller = ::fabric::Canceller;
 
 struct ListOptions {
   std::string label_selector;  // e.g. "app=fabric,tier!=x"

@@ -1,10 +1,7 @@
-// The agent's HTTP endpoint: /metrics, /healthz, /readyz, /v1/node, /v1/peers,
-// /v1/pods.
-//
-// A small HTTP/1.1 server (one request per connection, "Connection: close")
-// built so that no client can starve the probes:
-//  - one event-loop thread (poll) owns every socket; all I/O is non-blocking,
-//    so a client that sends or reads slowly occupies a slot, never a thread;
+// The agent's plain HTTP endpoint: /metrics, /healthz, /readyz, /v1/node,
+// /v1/peers, /v1/pods, on the server core (agent/http/server.h: one poll
+// loop owns every socket, deadlines from the connect, a capped connection
+// table, so no client can starve the probes). What this file adds:
 //  - /healthz and /readyz are answered on the loop itself, at once: neither
 //    waits behind a render, so a full worker queue cannot fail readiness;
 //  - the three views (/metrics, /v1/node, /v1/peers) render on one worker
@@ -15,11 +12,6 @@
 //  - a handler that throws is answered 500 and counted
 //    (fabric_http_handler_errors_total, appended to /metrics); the server
 //    serves on;
-//  - connections are capped; at the cap the oldest connection that has not
-//    finished sending its request is dropped for the new one (then the oldest
-//    of any kind), so a probe always gets in;
-//  - a request head must arrive within read_timeout of the connect, and a
-//    response must be taken within write_timeout, or the connection is closed.
 //  - every duration (cache age, deadlines) is measured on the monotonic clock
 //    (std::chrono::steady_clock): an NTP step of the wall clock neither freezes
 //    the cache nor expires every connection at once.
@@ -32,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,15 +33,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/http/response.h"
+#include "agent/http/server.h"
 
 namespace fabric {
-
-// The answer of a handler that routes by path and query (/v1/pods).
-struct HttpAnswer {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-};
 
 // A handler may throw: the request is answered 500 and counted.
 struct HttpHandlers {
@@ -86,7 +74,7 @@ class HttpServer {
   // address "host:port"; port 0 picks a free port (see port()).
   absl::Status Start(const std::string& address);
   void Stop();
-  int port() const { return port_; }
+  int port() const { return core_ ? core_->port() : 0; }
 
   // Renders of the three views done so far (tests).
   uint64_t renders() const { return renders_.load(); }
@@ -100,48 +88,43 @@ class HttpServer {
   // The views rendered on the worker, each cached and shared; kPods is
   // rendered per path and query, shared by identical requests, not cached.
   enum View { kMetrics, kNode, kPeers, kPods, kViews };
-  struct Conn;
   struct Job {
     View view = kMetrics;
     std::string path, query;  // kPods only
-  };
-  struct Done {
-    View view;
-    int status;
-    std::shared_ptr<const std::string> body;
-    std::string key;           // kPods: path '?' query
-    std::string content_type;  // kPods: the handler's
   };
   struct Cached {
     std::shared_ptr<const std::string> body;
     Clock::time_point at;
   };
 
-  void Loop();
+  // On the core's loop: answers the probes, hands the rest to the worker.
+  void Route(uint64_t id, const HttpRequest& request);
+  // Answers from the cache, or waits for the view's one render.
+  void ServeView(uint64_t id, View view);
+  // /v1/pods: one render per path and query, shared by whoever asks meanwhile.
+  void ServePods(uint64_t id, const std::string& path, const std::string& query);
   void Work();
-  // Runs the job's handler: 200 and its body (kPods: the handler's status),
-  // or 500 when it throws.
-  Done Render(const Job& job);
-  // The cached body of `view` if fresh enough, else nullptr.
-  std::shared_ptr<const std::string> Fresh(View view);
-  void Wake();
+  // Runs the job's handler and answers every request waiting for it: 200 and
+  // its body (kPods: the handler's status), or 500 when it throws.
+  void Render(const Job& job);
+  // Drops the cached bodies gone stale; the time of the next one to go.
+  Clock::time_point DropStale(std::unique_lock<std::mutex>& lock);
 
   const HttpHandlers handlers_;
   const Clock::duration cache_;
   const HttpServerOptions options_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: stop, or a worker result is ready
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
+  std::unique_ptr<HttpServerCore> core_;
   std::atomic<uint64_t> renders_{0};
   std::atomic<uint64_t> handler_errors_{0};
-  std::thread loop_;
   std::thread worker_;
 
-  std::mutex mu_;  // jobs_, done_, cached_
+  std::mutex mu_;  // stop_, jobs_, waiters_, cached_
   std::condition_variable jobs_cv_;
+  bool stop_ = false;
   std::deque<Job> jobs_;  // at most one per view (kPods: per path and query)
-  std::vector<Done> done_;
+  // The requests waiting for a render, by the view's path, or for /v1/pods by
+  // path '?' query: non-empty means a job for it is pending, so no second one.
+  std::map<std::string, std::vector<uint64_t>> waiters_;
   Cached cached_[kViews];
 };
 

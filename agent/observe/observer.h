@@ -23,7 +23,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "agent/metrics/http_server.h"
+#include "agent/http/response.h"
 #include "agent/observe/transport.h"
 #include "agent/sampler/sample.h"
 #include "agent/sampler/sample_ring.h"

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "agent/metrics/http_server.h"
+#include "agent/http/response.h"
 #include "agent/podsapi/authorizer.h"
 #include "agent/podsapi/tls_server.h"
 

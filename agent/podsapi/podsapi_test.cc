@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
-#include "agent/http/https_get.h"
+#include "agent/http/get.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "agent/podsapi/pods_route.h"
 #include "gmock/gmock.h"
@@ -21,6 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class PodsApiTest : public ::testing::Test {
  protected:
@@ -37,15 +38,32 @@ class PodsApiTest : public ::testing::Test {
            {{"user", "system:serviceaccount:fabric:agent"},
             {"role", "agent"},
             {"nodeName", "node-a"}}},
+          // Pods' projected tokens for the agent's audience.
           {"reader",
            {{"user", "system:serviceaccount:ml:member"},
             {"role", "none"},
+            {"audiences", {kDefaultPodsTokenAudience}},
             {"allow", {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"ml"}}}}}}},
           {"lister",
            {{"user", "system:serviceaccount:ops:operator"},
             {"role", "none"},
+            {"audiences", {kDefaultPodsTokenAudience}},
             {"allow", {{{"resource", "pods"}, {"verbs", {"list", "get"}}}}}}},
-          {"nobody", {{"user", "system:serviceaccount:ml:other"}, {"role", "none"}}}}}};
+          {"nobody",
+           {{"user", "system:serviceaccount:ml:other"},
+            {"role", "none"},
+            {"audiences", {kDefaultPodsTokenAudience}}}},
+          // A Pod's default token: the API server's audience only.
+          {"default-sa",
+           {{"user", "system:serviceaccount:ml:member"},
+            {"role", "none"},
+            {"allow", {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"ml"}}}}}}},
+          // An authenticator that ignores the review's audiences.
+          {"deaf",
+           {{"user", "system:serviceaccount:ml:member"},
+            {"role", "none"},
+            {"statusAudiences", {"https://kubernetes.default.svc"}},
+            {"allow", {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"ml"}}}}}}}}}};
     api_ = std::make_unique<testing::FakeApiServer>(d_, std::vector<std::string>{});
     ASSERT_TRUE(api_->Start());
     std::ofstream(d_ + "/agent-token") << "agent";
@@ -156,6 +174,72 @@ TEST_F(PodsApiTest, AnApiServerThatFailsIs503AndNotCached) {
   EXPECT_EQ(r->status, 503);
   EXPECT_THAT(Error(*r), HasSubstr("cannot check the token"));
   EXPECT_EQ(Get("/v1/pods/ml/m0", "reader")->status, 200);
+}
+
+// Issue 32 item 3: a 503 says what failed, never where the agent's secrets
+// are: not the API server's URL, not the CA file, not the agent's
+// ServiceAccount (the API server's 403 names it). The log has the details.
+TEST_F(PodsApiTest, FailureBodiesNameNoUrlCaFileOrServiceAccount) {
+  auto body_of = [&](kubeapi::KubeClient* client) {
+    PodsAuthorizer authorizer(client, AuthorizerOptions{});
+    const AuthDecision d = authorizer.Check("reader", {"get", "ml", "m0"});
+    EXPECT_EQ(d.status, 503) << d.error;
+    return d.error;
+  };
+  auto client_with = [&](const std::string& token, const std::string& ca) {
+    std::ofstream(d_ + "/t-" + token) << token;
+    kubeapi::KubeConfig c;
+    c.server = api_->url();
+    c.ca_file = d_ + "/" + ca;
+    c.token_file = d_ + "/t-" + token;
+    c.request_timeout = absl::Seconds(5);
+    return *kubeapi::HttpKubeClient::Create(c);
+  };
+  const std::string hidden[] = {api_->url(), "127.0.0.1:" + std::to_string(api_->port()),
+                                d_,          "server.crt",
+                                "other.crt", "system:serviceaccount"};
+  // The agent's own token may not create TokenReviews: the API server's 403
+  // names the agent's ServiceAccount.
+  const std::string forbidden = body_of(client_with("default-sa", "server.crt").get());
+  EXPECT_THAT(forbidden, HasSubstr("cannot check the token"));
+  // The API server's certificate does not verify against the CA file.
+  const std::string wrong_ca = body_of(client_with("agent", "other.crt").get());
+  // The API server is gone.
+  auto gone_client = client_with("agent", "server.crt");
+  api_->Kill(SIGKILL);
+  const std::string gone = body_of(gone_client.get());
+  for (const std::string& body : {forbidden, wrong_ca, gone}) {
+    for (const std::string& h : hidden) EXPECT_THAT(body, Not(HasSubstr(h))) << body;
+  }
+}
+
+// Issue 32 item 4: the TokenReview asks for the agent's own audience, a
+// review whose status.audiences lacks it is refused, and a token for the API
+// server's audience passes only when that is explicitly allowed.
+TEST_F(PodsApiTest, TokensAreReviewedForTheAgentsOwnAudience) {
+  ASSERT_EQ(Get("/v1/pods/ml/m0", "reader")->status, 200);
+  std::vector<json> reviews;
+  for (const json& r : api_->Log()) {
+    if (absl::StrContains(r["path"].get<std::string>(), "tokenreviews")) reviews.push_back(r);
+  }
+  ASSERT_EQ(reviews.size(), 1u);
+  EXPECT_EQ(reviews[0]["audiences"], json::array({kDefaultPodsTokenAudience}));
+
+  auto deaf = Get("/v1/pods/ml/m0", "deaf");
+  EXPECT_EQ(deaf->status, 401);  // authenticated, but not for this audience
+  auto api_token = Get("/v1/pods/ml/m0", "default-sa");
+  EXPECT_EQ(api_token->status, 401);
+  EXPECT_THAT(Error(*api_token), HasSubstr(kDefaultPodsTokenAudience));
+
+  // The opt-in: a second review for the API server's own audience.
+  AuthorizerOptions ao;
+  ao.accept_apiserver_tokens = true;
+  PodsAuthorizer lenient(client_.get(), ao);
+  EXPECT_EQ(lenient.Check("default-sa", {"get", "ml", "m0"}).status, 200);
+  EXPECT_EQ(lenient.token_reviews(), 2u);
+  EXPECT_EQ(lenient.Check("reader", {"get", "ml", "m0"}).status, 200);
+  EXPECT_EQ(lenient.token_reviews(), 3u);  // the agent's audience first, and enough
+  EXPECT_EQ(lenient.Check("stolen", {"get", "ml", "m0"}).status, 401);
 }
 
 TEST_F(PodsApiTest, TheClientChecksTheCertificateAndItsName) {

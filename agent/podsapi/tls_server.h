@@ -1,21 +1,22 @@
-// /v1/pods over TLS (--pods-tls-address): its own listener, apart from the
-// plain HTTP server's poll loop, so /metrics, /healthz and /readyz keep their
-// behaviour and none of their slots. One acceptor thread hands connections
-// to a few worker threads through a bounded queue (full: the new connection
-// is closed and counted); each worker does one request per connection with
-// blocking I/O under deadlines (handshake, request head, response), so a slow
-// or stalled client holds one worker for at most those. The certificate and
-// key files are re-read when they change (a Secret update), checked at most
-// every `reload_check`; a bad new pair keeps the old one serving.
+// /v1/pods over TLS (--pods-tls-address): its own listener on the server core
+// (agent/http/server.h), apart from the plain port, so /metrics, /healthz and
+// /readyz keep their loop and their slots. The core's loop does every TLS
+// handshake and read without blocking, under deadlines from the connect, and
+// bounds the connections in all and per client address: a client that
+// trickles its ClientHello holds a slot until the handshake deadline, never
+// a thread. Complete requests go to a few worker threads (the handler asks
+// the API server, which may block) through a bounded queue (full: 503). The
+// certificate and key files are re-read when they change (a Secret update),
+// checked at most every `reload_check`; a bad new pair keeps the old one
+// serving.
 #ifndef FABRIC_AGENT_PODSAPI_TLS_SERVER_H_
 #define FABRIC_AGENT_PODSAPI_TLS_SERVER_H_
-
-#include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,7 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/http/openssl.h"
-#include "agent/metrics/http_server.h"
+#include "agent/http/response.h"
+#include "agent/http/server.h"
 
 namespace fabric::podsapi {
 
@@ -33,8 +35,13 @@ struct TlsServerOptions {
   std::string cert_file, key_file;
   int workers = 2;
   size_t max_queued = 32;
-  absl::Duration handshake_timeout = absl::Seconds(5);
-  absl::Duration read_timeout = absl::Seconds(5);  // connect -> full request head
+  int max_connections = 64;
+  // One client address (a Pod, or a node's hostNetwork Pods) gets at most
+  // this many; its oldest unfinished one makes room for its newest.
+  int max_connections_per_peer = 16;
+  absl::Duration handshake_timeout = absl::Seconds(5);  // connect -> handshake done
+  absl::Duration read_timeout = absl::Seconds(5);       // connect -> full request head
+  absl::Duration answer_timeout = absl::Seconds(30);    // request -> the handler's answer
   absl::Duration write_timeout = absl::Seconds(10);
   absl::Duration reload_check = absl::Seconds(30);
 };
@@ -52,35 +59,33 @@ class TlsServer {
 
   // Loads the certificate (an error names the file) and listens.
   absl::Status Start();
+  // Closes every connection at once; waits for the handlers in progress.
   void Stop();
-  int port() const { return port_; }
+  int port() const { return core_ ? core_->port() : 0; }
 
-  uint64_t served() const { return served_.load(); }
-  uint64_t dropped() const { return dropped_.load(); }            // queue full
-  uint64_t tls_failures() const { return tls_failures_.load(); }  // handshake or I/O
-  uint64_t reloads() const { return reloads_.load(); }
+  uint64_t served() const { return served_.load(); }    // answered by the handler
+  uint64_t dropped() const { return dropped_.load(); }  // 503: the queue was full
+  uint64_t tls_failures() const { return core_ ? core_->counters().tls_failures : 0; }
+  uint64_t reloads() const { return certificate_ ? certificate_->reloads() : 0; }
 
  private:
-  void Accept();
+  struct Job {
+    uint64_t id;
+    TlsRequest request;
+  };
+  void Route(uint64_t id, const HttpRequest& request);  // on the core's loop
   void Work();
-  void Handle(UniqueFd fd);
-  void MaybeReload();
-  SslPtr NewSsl();
 
   const TlsServerOptions options_;
   const TlsHandler handler_;
-  UniqueFd listen_fd_, wake_fd_;
-  int port_ = 0;
-  std::thread acceptor_;
+  std::unique_ptr<ServerCertificate> certificate_;  // used on the core's loop only
+  std::unique_ptr<HttpServerCore> core_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;  // queue_, stop_, ctx_, stamps
+  std::mutex mu_;  // queue_, stop_
   std::condition_variable cv_;
-  std::deque<UniqueFd> queue_;
+  std::deque<Job> queue_;
   bool stop_ = false;
-  SslCtxPtr ctx_;
-  struct timespec cert_mtime_ = {}, key_mtime_ = {};
-  absl::Time next_reload_check_;
-  std::atomic<uint64_t> served_{0}, dropped_{0}, tls_failures_{0}, reloads_{0};
+  std::atomic<uint64_t> served_{0}, dropped_{0};
 };
 
 }  // namespace fabric::podsapi

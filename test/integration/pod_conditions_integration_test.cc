@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "agent/daemon/agent.h"
-#include "agent/http/https_get.h"
+#include "agent/http/get.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,9 +106,10 @@ class PodConditionsIntegrationTest : public ::testing::Test {
              {{"user", "system:serviceaccount:fabric-system:fabric-device-plugin"},
               {"role", "agent"},
               {"nodeName", "node-a"}}},
-            {"member",
+            {"member",  // a projected token for the agent's audience
              {{"user", "system:serviceaccount:default:member"},
               {"role", "none"},
+              {"audiences", {podsapi::kDefaultPodsTokenAudience}},
               {"allow",
                {{{"resource", "pods"}, {"verbs", {"get"}}, {"namespaces", {"default"}}}}}}}}}};
       fake_ = std::make_unique<testing::FakeApiServer>(d_, std::vector<std::string>{});
@@ -280,21 +281,21 @@ TEST_F(PodConditionsIntegrationTest, ConditionsEventsAndTlsPodsFromTheVerdicts) 
   EXPECT_TRUE(seen.count(fallback + " FabricFallback"));
 
   // /v1/pods over TLS: the member's token may get Pods in its namespace only.
-  podsapi::HttpsOptions h;
+  HttpsOptions h;
   h.ca_file = d + "/agent.crt";
   h.bearer_token = api_info.member;
   const std::string tls = "https://127.0.0.1:" + std::to_string(agent.pods_tls_port());
   // The document is named as the kubelet names the Pod (here its UID: the
   // simulator's PodResources names Pods by the name it was given).
-  auto mine = podsapi::HttpsGet(tls, "/v1/pods/default/" + active, h);
+  auto mine = HttpsGet(tls, "/v1/pods/default/" + active, h);
   ASSERT_OK(mine);
   EXPECT_EQ(mine->status, 200);
   EXPECT_EQ(json::parse(mine->body)["containers"][0]["verdict"], "rdma");
-  auto all = podsapi::HttpsGet(tls, "/v1/pods", h);
+  auto all = HttpsGet(tls, "/v1/pods", h);
   ASSERT_OK(all);
   EXPECT_EQ(all->status, 403);  // list needs list pods at the cluster scope
   h.bearer_token = "";
-  EXPECT_EQ(podsapi::HttpsGet(tls, "/v1/pods/default/" + active, h)->status, 401);
+  EXPECT_EQ(HttpsGet(tls, "/v1/pods/default/" + active, h)->status, 401);
   agent.Stop();
 }
 

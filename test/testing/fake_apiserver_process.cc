@@ -1,6 +1,5 @@
 #include "test/testing/fake_apiserver_process.h"
 
-#include <curl/curl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/http/client.h"
 
 extern char** environ;
 
@@ -91,24 +91,20 @@ void FakeApiServer::Kill(int sig) {
 
 std::pair<long, json> FakeApiServer::ControlRaw(const std::string& method, const std::string& path,
                                                 const std::string& payload) {
-  CURL* c = curl_easy_init();
-  std::string out;
-  const std::string url = this->url() + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_CAINFO, (dir_ + "/server.crt").c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-  if (!payload.empty()) curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload.c_str());
-  curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) {
-        static_cast<std::string*>(u)->append(p, s * n);
-        return s * n;
-      });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-  long code = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(c);
-  return {code, json::parse(out, nullptr, false)};
+  HttpClientOptions o;
+  o.base_url = url();
+  o.ca_file = dir_ + "/server.crt";
+  o.max_idle_connections = 0;
+  auto client = HttpClient::Create(o);
+  if (!client.ok()) return {0, json()};
+  HttpClientRequest r;
+  r.method = method;
+  r.target = path;
+  r.timeout = absl::Seconds(20);
+  if (!payload.empty()) r.body = &payload;
+  auto answer = (*client)->Send(r);
+  if (!answer.ok()) return {0, json()};
+  return {answer->status, json::parse(answer->body, nullptr, false)};
 }
 
 std::vector<json> FakeApiServer::Log() {

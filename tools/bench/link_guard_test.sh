@@ -39,10 +39,9 @@ openssl_via() {
   return 0
 }
 check "no library fabric-agent needs pulls OpenSSL" openssl_via
-# libcurl maps ~30 libraries (6 MiB of RSS) at load; agent/kubeapi loads it with
-# dlopen only for --pod-conditions, --pods-tls-address and DRA mode.
-check "fabric-agent does not need libcurl (dlopen'ed for the API server only)" no_match '^libcurl'
-check "fabric-agent does not need cpp-httplib (agent/metrics has its own server)" no_match '^libcpp-httplib'
+# libcurl maps ~30 libraries (about 10 MiB of RSS); the API client is agent/http's.
+check "fabric-agent does not need libcurl (agent/http is the HTTP client)" no_match '^libcurl'
+check "fabric-agent does not need cpp-httplib (agent/http has its own server and client)" no_match '^libcpp-httplib'
 # gRPC, protobuf and abseil come from their static archives.
 check "fabric-agent does not need libgrpc/libgrpc++ (nor their unsecure .so)" no_match '^lib(grpc|gpr|upb|address_sorting)'
 check "fabric-agent does not need libprotobuf" no_match '^libprotobuf'

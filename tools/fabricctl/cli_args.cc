@@ -515,8 +515,9 @@ Usage:
       (downward API status.hostIP: a Pod checks itself), to https://$HOST_IP:9437
       with a CA file (--ca-file or $FABRIC_AGENT_CA_FILE) and to
       http://$HOST_IP:9435 without (the agent answers that only on loopback),
-      else http://127.0.0.1:9435. Over https it sends the Pod's ServiceAccount
-      token (or --token-file) and checks the agent's certificate against the CA
+      else http://127.0.0.1:9435. Over https it sends the Pod's projected token
+      for the agent's audience (/var/run/secrets/fabric.gpustack.ai/pods-api/token),
+      else its ServiceAccount token (or --token-file), and checks the agent's certificate against the CA
       and the name (--server-name or $FABRIC_AGENT_SERVER_NAME; default the host). --window 15s..10m (default 60s). --expect:
       the fabric the workload must use. -o json prints the agent's document
       (PodTransport, or PodTransportList without a Pod). Worst first: 20, 23,

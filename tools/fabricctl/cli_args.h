@@ -112,6 +112,9 @@ inline constexpr uint16_t kDefaultAgentPort = 9435;     // fabric-agent --metric
 inline constexpr uint16_t kDefaultAgentTlsPort = 9437;  // fabric-agent --pods-tls-address
 inline constexpr char kServiceAccountToken[] =
     "/var/run/secrets/kubernetes.io/serviceaccount/token";
+// Where a member mounts its projected token for the agent's audience
+// (fabric-agent --pods-token-audience; docs/gpustack-operator.md).
+inline constexpr char kPodsApiToken[] = "/var/run/secrets/fabric.gpustack.ai/pods-api/token";
 
 struct ObserveOptions {
   // The agent's address. Unless --agent is given: when HOST_IP is set (the
@@ -125,9 +128,11 @@ struct ObserveOptions {
   // carry ("" = the URL's host; $FABRIC_AGENT_SERVER_NAME), no check at all.
   std::string ca_file, server_name;
   bool insecure = false;
-  // The bearer token sent over https: --token-file, else the Pod's
-  // ServiceAccount token when that file exists (never over plain http).
+  // The bearer token sent over https: --token-file, else the projected token
+  // for the agent's audience, else the Pod's ServiceAccount token, the first
+  // of the two that exists (never over plain http).
   std::string token_file;
+  std::string projected_token_file = kPodsApiToken;
   std::string default_token_file = kServiceAccountToken;
   // --pod NS/NAME; unless given, $POD_NAMESPACE/$POD_NAME when both are set.
   std::string pod_namespace, pod_name;

@@ -9,7 +9,6 @@
 #include "absl/strings/match.h"
 #include "agent/base/json_text.h"
 #include "agent/http/get.h"
-#include "agent/http/https_get.h"
 
 namespace fabric::fabricctl {
 namespace {
@@ -50,9 +49,13 @@ std::string PathOf(const ObserveOptions& o) {
 }
 
 // The bearer token for https: --token-file (must be readable), else the
-// Pod's ServiceAccount token when it exists, else none.
+// projected token for the agent's audience, else the Pod's ServiceAccount
+// token, when they exist, else none.
 absl::StatusOr<std::string> BearerToken(const ObserveOptions& o) {
-  const std::string path = o.token_file.empty() ? o.default_token_file : o.token_file;
+  std::string path = o.token_file;
+  if (path.empty()) {
+    path = std::ifstream(o.projected_token_file) ? o.projected_token_file : o.default_token_file;
+  }
   std::ifstream f(path);
   if (!f) {
     if (o.token_file.empty()) return std::string();
@@ -66,14 +69,14 @@ absl::StatusOr<std::string> BearerToken(const ObserveOptions& o) {
 // GET from the agent: over TLS with the token for https://, plain otherwise.
 absl::StatusOr<HttpResponse> AgentGet(const ObserveOptions& o, const std::string& path) {
   if (!absl::StartsWith(o.agent, "https://")) return HttpGet(o.agent, path);
-  podsapi::HttpsOptions h;
+  HttpsOptions h;
   h.ca_file = o.ca_file;
   h.insecure = o.insecure;
   h.server_name = o.server_name;
   auto token = BearerToken(o);
   if (!token.ok()) return token.status();
   h.bearer_token = *token;
-  return podsapi::HttpsGet(o.agent, path, h);
+  return HttpsGet(o.agent, path, h);
 }
 
 }  // namespace

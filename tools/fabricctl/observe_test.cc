@@ -181,6 +181,15 @@ TEST(ObserveTls, SendsTheServiceAccountTokenAndChecksTheCertificate) {
   std::string out, err;
   EXPECT_EQ(RunObserve(o, &out, &err), kExitOk) << err;
   EXPECT_THAT(out, HasSubstr("rdma"));
+  // A projected token for the agent's audience comes before the Pod's
+  // ServiceAccount token.
+  std::ofstream(d + "/projected") << "t0k\n";
+  std::ofstream(d + "/api-audience") << "for-the-api-server\n";
+  o.projected_token_file = d + "/projected";
+  o.default_token_file = d + "/api-audience";
+  out.clear();
+  EXPECT_EQ(RunObserve(o, &out, &err), kExitOk) << err;
+  o.projected_token_file = d + "/no-projected";
   o.default_token_file = d + "/none";  // not in a Pod: no token
   out.clear();
   err.clear();
@@ -193,7 +202,8 @@ TEST(ObserveTls, SendsTheServiceAccountTokenAndChecksTheCertificate) {
   o.ca_file = d + "/other.crt";  // not the agent's CA
   err.clear();
   EXPECT_EQ(RunObserve(o, &out, &err), kExitError);
-  EXPECT_THAT(err, HasSubstr("certificate does not verify"));
+  EXPECT_THAT(err, HasSubstr("does not verify"));
+  EXPECT_THAT(err, HasSubstr("other.crt"));
 }
 
 // The agent's own HTTP server with canned /v1/pods answers.

@@ -547,6 +547,7 @@ class Handler(BaseHTTPRequestHandler):
                  "query": {k: v[0] for k, v in query.items()}, "user": user["user"] if user else None,
                  "contentType": self.headers.get("Content-Type"), "code": getattr(self, "last_code", None),
                  "userAgent": self.headers.get("User-Agent")}
+        entry.update(getattr(self, "log_extra", None) or {})
         with self.server.log_lock:
             self.server.request_log.append(entry)
             del self.server.request_log[:-1000]
@@ -556,6 +557,7 @@ class Handler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         self.logged = False
         self.last_code = None
+        self.log_extra = None
         if url.path.startswith("/fake/"):
             try:
                 self.slurp_body()
@@ -587,6 +589,10 @@ class Handler(BaseHTTPRequestHandler):
             user = self.server.tokens.lookup(auth[7:].strip())
         elif not self.server.tokens.path:
             user = self.server.tokens.lookup("")
+        # A token issued for another audience (a Pod's projected token for
+        # the agent) does not authenticate to the API server itself.
+        if user is not None and not set(fake_core.token_audiences(user)) & set(fake_core.API_AUDIENCES):
+            user = None
         if user is None:
             raise ApiError(401, "Unauthorized", "Unauthorized")
         return user
@@ -660,6 +666,7 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             raise bad_request("error decoding JSON: %s" % e)
         if resource == "tokenreviews":
+            self.log_extra = {"audiences": (body.get("spec") or {}).get("audiences")}
             if not ((body.get("spec") or {}).get("token")):
                 raise ApiError(422, "Invalid", 'TokenReview.authentication.k8s.io "" is invalid: spec.token: '
                                "Required value")

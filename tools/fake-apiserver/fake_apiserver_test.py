@@ -29,7 +29,10 @@ class FakeApiServerTest(unittest.TestCase):
                                               "nodeName": "node-a"},
                                   "reader": {"user": "reader", "role": "none",
                                              "allow": [{"resource": "pods", "verbs": ["get"],
-                                                        "namespaces": ["ml"]}]}}}, f)
+                                                        "namespaces": ["ml"]}]},
+                                  "projected": {"user": "member", "role": "admin",
+                                                "audiences": ["fabric.gpustack.ai/pods-api"]},
+                                  "deaf": {"user": "member", "statusAudiences": ["other"]}}}, f)
         port_file = os.path.join(self.dir.name, "port")
         self.proc = subprocess.Popen([sys.executable, FAKE, "--port-file", port_file, "--tokens", tokens,
                                       "--bookmark-interval", "0.2", "--history", "5"])
@@ -326,6 +329,22 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual((code, r["status"]["authenticated"]), (201, False))
         code, _ = self.call("POST", tr, {"spec": {"token": "reader"}}, token="reader")
         self.assertEqual(code, 403)  # only with create on tokenreviews
+        # Audiences: the reviewed token must carry one the review names (none: the API server's).
+        pods_api = ["fabric.gpustack.ai/pods-api"]
+        code, r = self.call("POST", tr, {"spec": {"token": "projected", "audiences": pods_api}}, token="agent-a")
+        self.assertEqual((r["status"]["authenticated"], r["status"]["audiences"]), (True, pods_api))
+        code, r = self.call("POST", tr, {"spec": {"token": "projected"}}, token="agent-a")
+        self.assertFalse(r["status"]["authenticated"])
+        self.assertIn("is invalid for the target audiences", r["status"]["error"])
+        code, r = self.call("POST", tr, {"spec": {"token": "reader", "audiences": pods_api}}, token="agent-a")
+        self.assertFalse(r["status"]["authenticated"])
+        code, r = self.call("POST", tr, {"spec": {"token": "reader"}}, token="agent-a")
+        self.assertEqual(r["status"]["audiences"], ["https://kubernetes.default.svc"])
+        code, r = self.call("POST", tr, {"spec": {"token": "deaf", "audiences": pods_api}}, token="agent-a")
+        self.assertEqual((r["status"]["authenticated"], r["status"]["audiences"]), (True, ["other"]))
+        # A token for another audience does not call the API server itself.
+        code, _ = self.call("GET", "/api/v1/pods", token="projected")
+        self.assertEqual(code, 401)
         sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
         def allowed(user, verb, ns):

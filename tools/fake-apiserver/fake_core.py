@@ -6,6 +6,7 @@ Pure functions over the store's dicts; fake_apiserver.py routes to them.
 """
 
 import copy
+import json
 import re
 
 # The agent's ClusterRole in the chart (templates/pod-conditions-rbac.yaml):
@@ -19,6 +20,9 @@ AGENT_RULES = {
     "subjectaccessreviews": {"create"},
 }
 POD_POLICY_NAME = "fabric-device-plugin-pod-conditions-own-node"
+# The API server's own audience (its --api-audiences): a token without an
+# "audiences" entry is issued for it, and only such a token calls the API.
+API_AUDIENCES = ["https://kubernetes.default.svc"]
 CONDITION_PREFIX = "fabric.gpustack.ai/"
 AGENT_CONDITIONS = ("fabric.gpustack.ai/FabricAttached", "fabric.gpustack.ai/Transport")
 SERVER_METADATA = ("resourceVersion", "managedFields")
@@ -192,18 +196,34 @@ def pod_policy_denial(user, old, new):
     return None
 
 
+def token_audiences(entry):
+    return entry.get("audiences") or API_AUDIENCES
+
+
 def token_review(tokens, body):
+    """As the API server reviews: the token is valid for the audiences the
+    review names (none: the API server's own), status.audiences is the
+    intersection. A token entry's "statusAudiences" stands for an
+    authenticator that ignores the review's audiences and answers these."""
     spec = (body or {}).get("spec") or {}
     token = spec.get("token") or ""
     user = tokens.lookup(token) if token else None
+    wanted = spec.get("audiences") or API_AUDIENCES
+    common = [a for a in wanted if a in token_audiences(user)] if user is not None else []
+    if user is not None and "statusAudiences" in user:
+        common = user["statusAudiences"]
     if user is None:
         status = {"authenticated": False, "error": "invalid bearer token"}
+    elif not common:
+        status = {"authenticated": False,
+                  "error": "[invalid bearer token, token audiences %s is invalid for the target audiences %s]"
+                  % (json.dumps(token_audiences(user)), json.dumps(wanted))}
     else:
         u = {"username": user["user"], "uid": "uid-" + user["user"],
              "groups": user.get("groups", ["system:authenticated"])}
         if user.get("nodeName"):
             u["extra"] = {NODE_NAME_EXTRA: [user["nodeName"]]}
-        status = {"authenticated": True, "user": u, "audiences": spec.get("audiences") or []}
+        status = {"authenticated": True, "user": u, "audiences": common}
     return {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {"creationTimestamp": None},
             "spec": spec, "status": status}
 

@@ -7,8 +7,10 @@
 # - the conditions survive the kubelet's own status writes (its readiness probe flipped off and on);
 # - the agent patched pods/status a bounded number of times (counted in the Pod's managedFields);
 # - /v1/pods over TLS: a member ServiceAccount allowed to get Pods in the namespace reads the Pod's
-#   document (TokenReview + SubjectAccessReview by the real API server), a list is 403, no token 401;
-#   fabricctl observe sends the token and checks the certificate.
+#   document with a token for the agent's audience, fabric.gpustack.ai/pods-api (TokenReview with
+#   that audience + SubjectAccessReview by the real API server), a list is 403, no token 401, the
+#   member's token for the API server's own audience 401 (issue 32 item 4); fabricctl observe sends
+#   the token and checks the certificate.
 # The attached / not-attached / fallback verdicts need a real RDMA device: the soft-RoCE VM.
 # rk: needs the API server
 EFA=vpc.amazonaws.com/efa AT=fabric.gpustack.ai/FabricAttached TR=fabric.gpustack.ai/Transport
@@ -27,7 +29,9 @@ api_namespace "$NS" && api_namespace "$SA_NS" && api_sa "$SA_NS" "$SA" &&
   api_bind "" fabric-device-plugin-pods-auth ClusterRole fabric-device-plugin-pods-auth "$SA_NS" "$SA" &&
   api_sa "$NS" member && api_role "$NS" member-get-pods '[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]' &&
   api_bind "$NS" member-get-pods Role member-get-pods "$NS" member || { echo "NOT OK: RBAC set-up"; exit 1; }
-sa_token "$SA_NS" "$SA" >"$RK_WORK/c15-agent.token" && sa_token "$NS" member >"$RK_WORK/c15-member.token" ||
+sa_token "$SA_NS" "$SA" >"$RK_WORK/c15-agent.token" &&
+  sa_token "$NS" member 3600 fabric.gpustack.ai/pods-api >"$RK_WORK/c15-member.token" &&
+  sa_token "$NS" member >"$RK_WORK/c15-member-api.token" ||
   { echo "NOT OK: no token from the TokenRequest API"; exit 1; }
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=fabric-agent \
   -addext subjectAltName=DNS:fabric-agent.fabric-system,IP:127.0.0.1 \
@@ -100,6 +104,9 @@ code=$(tls_get "$MT" /v1/pods)
 expect "the member's token may not list every Pod (403: $(jq -r .error "$RK_WORK/c15-body"))" test "$code" == 403 || ok=1
 code=$(tls_get "" "/v1/pods/$NS/c15-gated")
 expect "no token is 401" test "$code" == 401 || ok=1
+code=$(tls_get "$(cat "$RK_WORK/c15-member-api.token")" "/v1/pods/$NS/c15-gated")
+expect "the member's token for the API server's audience is 401 ($(jq -r .error "$RK_WORK/c15-body"))" \
+  test "$code" == 401 || ok=1
 out=$(in_ns "$FABRICCTL" observe --agent https://127.0.0.1:9437 --ca-file "$RK_WORK/c15-tls.crt" \
   --server-name fabric-agent.fabric-system --token-file "$RK_WORK/c15-member.token" --pod "$NS/c15-gated" 2>&1)
 rc=$?
@@ -112,5 +119,5 @@ sed 's/^/  | /' <<<"$describe"
 api_delete_pod "$NS" c15-gated || ok=1
 stop_agent
 start_agent  # back to the suite's default flags
-echo "RESULT: the agent's conditions written (FabricAttached $(jq -r .reason <<<"$at")), kept through the kubelet's writes, the gate not Ready; ${n:-?} patch(es); TLS /v1/pods 200/403/401"
+echo "RESULT: the agent's conditions written (FabricAttached $(jq -r .reason <<<"$at")), kept through the kubelet's writes, the gate not Ready; ${n:-?} patch(es); TLS /v1/pods 200/403/401/401 (API-audience token)"
 exit $ok
