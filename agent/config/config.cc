@@ -183,16 +183,19 @@ absl::StatusOr<std::vector<EnvPreset>> ParseEnvPresets(const YAML::Node& node,
                                                        const std::string& source,
                                                        const std::string& key) {
   static const std::vector<EnvPreset> kAll = {EnvPreset::kMooncake, EnvPreset::kNccl,
-                                              EnvPreset::kUcx, EnvPreset::kLibfabric};
+                                              EnvPreset::kNcclGidIndex, EnvPreset::kUcx,
+                                              EnvPreset::kLibfabric};
   FABRIC_ASSIGN_OR_RETURN(std::vector<std::string> names, StringList(node, source, key));
   std::set<EnvPreset> chosen;
   for (const std::string& n : names) {
     auto it =
         std::find_if(kAll.begin(), kAll.end(), [&](EnvPreset p) { return EnvPresetName(p) == n; });
     if (it == kAll.end()) {
+      std::vector<std::string> known;
+      for (EnvPreset p : kAll) known.push_back(EnvPresetName(p));
       return KeyError(source, key,
-                      absl::StrCat("'", absl::CHexEscape(n.substr(0, 64)),
-                                   "' is not a preset (mooncake, nccl, ucx, libfabric)"));
+                      absl::StrCat("'", absl::CHexEscape(n.substr(0, 64)), "' is not a preset (",
+                                   absl::StrJoin(known, ", "), ")"));
     }
     if (!chosen.insert(*it).second) {
       return KeyError(source, key, absl::StrCat("'", n, "' is listed twice"));
@@ -315,6 +318,8 @@ std::string EnvPresetName(EnvPreset p) {
       return "mooncake";
     case EnvPreset::kNccl:
       return "nccl";
+    case EnvPreset::kNcclGidIndex:
+      return "nccl-gid-index";
     case EnvPreset::kUcx:
       return "ucx";
     case EnvPreset::kLibfabric:

@@ -57,8 +57,10 @@ struct HealthConfig {
 
 // Environment presets: which engines' variables a grant of the pool carries,
 // pointing them at exactly the granted devices (agent/engine_env).
-enum class EnvPreset { kMooncake, kNccl, kUcx, kLibfabric };
-std::string EnvPresetName(EnvPreset p);  // "mooncake" | "nccl" | "ucx" | "libfabric"
+// kNcclGidIndex adds NCCL_IB_GID_INDEX, which `nccl` leaves to NCCL itself.
+enum class EnvPreset { kMooncake, kNccl, kNcclGidIndex, kUcx, kLibfabric };
+// "mooncake" | "nccl" | "nccl-gid-index" | "ucx" | "libfabric"
+std::string EnvPresetName(EnvPreset p);
 
 struct PoolConfig {
   std::string name;  // extended resource name, e.g. "vpc.amazonaws.com/efa"

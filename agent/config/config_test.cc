@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"pools: [{name: a.com/x, selector: {linkTypes: [IB]}}]", "linkTypes"},
         BadCase{"pools: [{name: a.com/x, selector: {isVF: maybe}}]", "isVF"},
         BadCase{"pools: [{name: a.com/x, selector: {}, env: [mooncake, rccl]}]",
-                "pools[0].env: 'rccl' is not a preset (mooncake, nccl, ucx, libfabric)"},
+                "pools[0].env: 'rccl' is not a preset (mooncake, nccl, nccl-gid-index, ucx, "
+                "libfabric)"},
         BadCase{"pools: [{name: a.com/x, selector: {}, env: [nccl, nccl]}]",
                 "pools[0].env: 'nccl' is listed twice"},
         BadCase{"pools: [{name: a.com/x, selector: {}, env: {nccl: true}}]",
@@ -143,6 +144,9 @@ pools:
     env: libfabric
   - name: example.com/plain
     selector: {}
+  - name: example.com/old-nccl
+    selector: {linkTypes: [Ethernet]}
+    env: [nccl-gid-index, nccl]
 )",
                        "test.yaml");
   ASSERT_OK(c);
@@ -151,6 +155,8 @@ pools:
               ElementsAre(EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kUcx));
   EXPECT_THAT(c->pools[1].env, ElementsAre(EnvPreset::kLibfabric));
   EXPECT_TRUE(c->pools[2].env.empty());
+  EXPECT_THAT(c->pools[3].env, ElementsAre(EnvPreset::kNccl, EnvPreset::kNcclGidIndex));
+  EXPECT_EQ(EnvPresetName(EnvPreset::kNcclGidIndex), "nccl-gid-index");
   for (const PoolConfig& p : DefaultConfig().pools) EXPECT_TRUE(p.env.empty()) << p.name;
   EXPECT_EQ(EnvPresetName(EnvPreset::kUcx), "ucx");
 }

@@ -1,10 +1,14 @@
 #include "agent/daemon/agent.h"
 
+#include <map>
+#include <set>
+
 #include "agent/base/file_util.h"
 #include "agent/base/json_text.h"
 #include "agent/base/logging.h"
 #include "agent/base/mono_clock.h"
 #include "agent/cdi/cdi_spec.h"
+#include "agent/engine_env/gid_ledger.h"
 #include "agent/inventory/cni_attachments.h"
 #include "agent/kubeapi/http_kube_client.h"
 #include "agent/metrics/metrics.h"
@@ -341,12 +345,27 @@ absl::Status Agent::StartPodConditions() {
 }
 
 std::vector<sampler::Grant> Agent::Grants() const {
-  const Config config = registry_->config();
+  PoolRegistry::View view = registry_->view();
+  // What each pool's grants' GID index variables named (issue 32, item 12).
+  std::map<std::string, std::vector<engine_env::GivenGid>> given;
+  for (const PoolRegistry::PoolView& pv : view.pools) {
+    if (pv.config.env.empty()) continue;
+    std::set<std::string> held;
+    for (const PodDeviceHold& h : view.holds) {
+      if (h.resource == pv.config.name) held.insert(h.device);
+    }
+    given[pv.config.name] = pv.state->gid_ledger().Current(held);
+  }
   std::vector<sampler::Grant> out;
-  for (PodDeviceHold& hold : registry_->holds()) {
-    const PoolConfig* pool = config.FindPool(hold.resource);
+  for (PodDeviceHold& hold : view.holds) {
+    const PoolConfig* pool = view.config.FindPool(hold.resource);
     sampler::Grant g;
     g.exclusive = pool != nullptr && pool->mode == PoolMode::kExclusive;
+    auto it = given.find(hold.resource);
+    const RdmaDevice* live = view.node.inventory.Find(hold.device);
+    if (it != given.end() && !it->second.empty() && live != nullptr) {
+      g.gid_gone = engine_env::HolderGidGone(it->second, *live);
+    }
     g.hold = std::move(hold);
     out.push_back(std::move(g));
   }

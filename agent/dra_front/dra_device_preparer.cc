@@ -29,6 +29,8 @@ engine_env::EngineEnv ClaimEngineEnv(
     }
     engine_env::EngineEnv env = engine_env::ForGrant(snap->env, devices);
     out.notes.insert(out.notes.end(), env.notes.begin(), env.notes.end());
+    // What the GID index variables named, so a later table change is seen.
+    pool->gid_ledger().Record(env.given, snap->mode == PoolMode::kExclusive);
     for (auto& [name, value] : env.vars) {
       auto have = std::find_if(out.vars.begin(), out.vars.end(),
                                [&var = name](const auto& v) { return v.first == var; });

@@ -26,7 +26,8 @@ namespace fabric::dra {
 
 // The engine environment of a claim that spans `grants` (resource -> the
 // devices granted through it), each pool's presets over its own devices. A
-// variable two pools set differently is left out, with a note.
+// variable two pools set differently is left out, with a note. Each pool's
+// GidLedger records what its GID index variables named.
 engine_env::EngineEnv ClaimEngineEnv(const PoolRegistry& registry,
                                      const std::map<std::string, std::vector<std::string>>& grants);
 

@@ -191,7 +191,7 @@ TEST_F(DraFrontPartsTest, PresetsGiveTheClaimItsOwnEngineEnvironmentEntry) {
   Config c = DefaultConfig();
   for (PoolConfig& p : c.pools) {
     p.tokens_per_device = 2;
-    p.env = {EnvPreset::kMooncake, EnvPreset::kNccl};
+    p.env = {EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kNcclGidIndex};
   }
   registry_.ApplyConfig(c);
   testing::TempDir dir;

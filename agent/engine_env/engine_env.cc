@@ -23,11 +23,13 @@ std::string PortList(const std::vector<const RdmaDevice*>& devices, bool skip_ef
 
 }  // namespace
 
-std::vector<PortGid> PortGids(const std::vector<const RdmaDevice*>& devices) {
+std::vector<PortGid> PortGids(const std::vector<const RdmaDevice*>& devices, bool skip_efa) {
   std::vector<PortGid> out;
   for (const RdmaDevice* d : devices) {
+    const bool efa = d->kind == DeviceKind::kEfa;
+    if (skip_efa && efa) continue;
     for (const PortInfo& p : d->ports) {
-      out.push_back({d->name, p.number, gid::FindRoceV2Ipv4(p, d->kind == DeviceKind::kEfa)});
+      out.push_back({d->name, p.number, gid::FindRoceV2Ipv4(p, efa, d->netdevs)});
     }
   }
   return out;
@@ -76,13 +78,25 @@ EngineEnv ForGrant(const std::vector<EnvPreset>& presets,
   const std::string list = absl::StrJoin(names, ",");
   const bool mooncake = Has(presets, EnvPreset::kMooncake);
   const bool nccl = Has(presets, EnvPreset::kNccl);
-  GidAgreement gid;
-  if (mooncake || nccl) gid = AgreeOnGidIndex(PortGids(devices));
-  auto gid_var = [&](const char* name) {
-    if (gid.index) {
-      env.vars.push_back({name, absl::StrCat(*gid.index)});
-    } else {
-      env.notes.push_back(absl::StrCat(name, " not set: ", gid.reason));
+  const bool nccl_gid = Has(presets, EnvPreset::kNcclGidIndex);
+  // One GID index variable for `gids`, and what it named per port.
+  auto gid_var = [&](const char* name, const std::vector<PortGid>& gids) {
+    const GidAgreement a = AgreeOnGidIndex(gids);
+    if (!a.index) {
+      env.notes.push_back(absl::StrCat(name, " not set: ", a.reason));
+      return;
+    }
+    env.vars.push_back({name, absl::StrCat(*a.index)});
+    for (const PortGid& g : gids) {
+      auto same = std::find_if(env.given.begin(), env.given.end(), [&](const GivenGid& k) {
+        return k.device == g.device && k.port == g.port;
+      });
+      if (same == env.given.end()) {
+        env.given.push_back(
+            {g.device, g.port, *g.choice.index, g.choice.gid, g.choice.ipv4, g.choice.netdev, {}});
+        same = env.given.end() - 1;
+      }
+      same->variables.push_back(name);
     }
   };
   if (mooncake) {
@@ -90,7 +104,7 @@ EngineEnv ForGrant(const std::vector<EnvPreset>& presets,
     // MC_MS_FILTERS bounds auto-discovery where the engine forces it on.
     env.vars.push_back({"MOONCAKE_DEVICE", list});
     env.vars.push_back({"MC_MS_FILTERS", list});
-    gid_var("MC_GID_INDEX");
+    gid_var("MC_GID_INDEX", PortGids(devices));
   }
   if (nccl) {
     if (all_efa) {
@@ -99,7 +113,15 @@ EngineEnv ForGrant(const std::vector<EnvPreset>& presets,
       // The leading '=' makes NCCL match names exactly (mlx5_1 is not mlx5_10).
       env.vars.push_back({"NCCL_IB_HCA", "=" + PortList(devices, /*skip_efa=*/true)});
     }
-    gid_var("NCCL_IB_GID_INDEX");
+  }
+  if (nccl_gid) {
+    // The ports NCCL_IB_HCA names: an EFA device is NCCL's through
+    // aws-ofi-nccl, which reads no GID index.
+    if (all_efa) {
+      env.notes.push_back("NCCL_IB_GID_INDEX not set: EFA grant (no RoCE GID to name)");
+    } else {
+      gid_var("NCCL_IB_GID_INDEX", PortGids(devices, /*skip_efa=*/true));
+    }
   }
   if (Has(presets, EnvPreset::kUcx)) {
     env.vars.push_back({"UCX_NET_DEVICES", PortList(devices, /*skip_efa=*/false)});

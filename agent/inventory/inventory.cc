@@ -307,10 +307,12 @@ bool Inventory::RefreshGidsLocked(absl::Time now) {
         error = std::string(read.status().message());
       }
       if (gids == port.gids && error == port.gid_error) continue;
-      const gid::RoceV2Ipv4 before = gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa);
+      const gid::RoceV2Ipv4 before =
+          gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa, dev.netdevs);
       port.gids = std::move(gids);
       port.gid_error = std::move(error);
-      const gid::RoceV2Ipv4 after = gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa);
+      const gid::RoceV2Ipv4 after =
+          gid::FindRoceV2Ipv4(port, dev.kind == DeviceKind::kEfa, dev.netdevs);
       if (before.index != after.index || before.ipv4 != after.ipv4) {
         LogInfo(Component::kDiscovery, "{} port {}: RoCE v2 IPv4 GID {} -> {}", dev.name,
                 port.number, DescribeGidChoice(before), DescribeGidChoice(after));

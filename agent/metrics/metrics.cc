@@ -232,6 +232,20 @@ std::string Render(const MetricsInput& in) {
     }
   }
 
+  w.Family("fabric_pod_gid_index_stale", "gauge",
+           "1 when the GID index a container's grant carried (MC_GID_INDEX, NCCL_IB_GID_INDEX) "
+           "no longer names the GID it named at Allocate; the container's variables cannot "
+           "change until it restarts.");
+  for (const GidIndexStale& g : in.gid_index_stale) {
+    w.Sample("fabric_pod_gid_index_stale",
+             {{"namespace", g.hold.ns},
+              {"pod", g.hold.pod},
+              {"container", g.hold.container},
+              {"device", g.hold.device},
+              {"port", absl::StrCat(g.port)}},
+             g.stale ? 1 : 0);
+  }
+
   w.Family("fabric_kubelet_restarts_total", "counter",
            "Kubelet restarts seen (kubelet.sock re-created).");
   w.Sample("fabric_kubelet_restarts_total", {}, in.kubelet_restarts);

@@ -41,12 +41,22 @@ struct SamplerMetrics {
   uint64_t ring_bytes = 0;          // the memory of the ring the verdicts read
 };
 
+// A container's grant whose GID index variable (MC_GID_INDEX,
+// NCCL_IB_GID_INDEX) was set at Allocate, per port: does it still name the GID
+// it named then?
+struct GidIndexStale {
+  PodDeviceHold hold;
+  int port = 0;
+  bool stale = false;
+};
+
 struct MetricsInput {
   std::string version;
   std::vector<RdmaDevice> devices;             // live devices
   std::map<std::string, DeviceHealth> health;  // by device (incl. removed ones)
   std::vector<PoolMetrics> pools;
   std::vector<PodDeviceHold> holds;
+  std::vector<GidIndexStale> gid_index_stale;
   uint64_t kubelet_restarts = 0;
   uint64_t podresources_errors = 0;
   // The kubelet's view of who holds what (agent/holds).

@@ -340,6 +340,21 @@ TEST(MetricsTest, AnyLabelBytesGiveAParsableScrape) {
   EXPECT_THAT(out, Not(HasSubstr("error while linting"))) << out;
 }
 
+// Issue 32, item 12: a grant's GID index that no longer names its GID.
+TEST(MetricsTest, GidIndexStalePerContainerAndPort) {
+  testing::FakeSysfs fs;
+  fs.AddRxe("rxe0", "eth0");
+  MetricsInput in = Input(fs);
+  in.gid_index_stale.push_back({{"ml", "p1", "engine", "r.io/x", "rxe0"}, 1, true});
+  in.gid_index_stale.push_back({{"ml", "p2", "engine", "r.io/x", "rxe0"}, 1, false});
+  const std::string text = RenderMetrics(in);
+  EXPECT_THAT(text, HasSubstr("# TYPE fabric_pod_gid_index_stale gauge\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_pod_gid_index_stale{namespace=\"ml\",pod=\"p1\",container="
+                              "\"engine\",device=\"rxe0\",port=\"1\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("fabric_pod_gid_index_stale{namespace=\"ml\",pod=\"p2\",container="
+                              "\"engine\",device=\"rxe0\",port=\"1\"} 0\n"));
+}
+
 // Pins metric names, types and label names: a rename breaks dashboards, so
 // it must be a deliberate change of test/testdata/metrics_golden.txt.
 TEST(MetricsTest, GoldenNamesTypesAndLabels) {
@@ -349,6 +364,7 @@ TEST(MetricsTest, GoldenNamesTypesAndLabels) {
   MetricsInput in = Input(fs);
   in.holds.push_back({"ns", "p", "c", "r.io/x", "rdmap79s0"});
   in.holds.push_back({"ns", "p", "c", "r.io/x", "mlx5_0"});
+  in.gid_index_stale.push_back({{"ns", "p", "c", "r.io/x", "mlx5_0"}, 1, true});
   PoolMetrics p;
   p.resource = "r.io/x";
   in.pools.push_back(p);

@@ -1,6 +1,7 @@
 // Steps 2 and 3 of a window's evaluation (window_facts.h): whose each
 // device's bytes are, for one container, and the container's verdict.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -70,6 +71,9 @@ Others OthersOn(const Facts& facts, const DeviceUsers& users, const std::string&
 struct Reading {
   bool fabric_over = false, efa_over = false;  // owns a moving QP on a device over the floor
   bool owns_active = false;                    // on any device
+  // Owns a moving QP on an EFA device whose counters are known and under the
+  // floor: its peers, if on this node, are reached through shared memory.
+  bool efa_quiet = false;
   bool any_packets_only = false, any_bytes_device = false;
   uint64_t fab_bytes = 0, fab_packets = 0;
   Attribution over_attr = Attribution::kNone, owned_attr = Attribution::kNone;
@@ -117,8 +121,17 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
   (delta.packets_only ? r->any_packets_only : r->any_bytes_device) = true;
 
   const std::string pids = absl::StrJoin(o.pids, ", ");
+  // Resources whose creating thread exited are the container's through their
+  // PD or device context (sampler): say so, the kernel named no owner.
+  const std::string adopted =
+      d.owned.adopted == 0
+          ? ""
+          : absl::StrCat("; ", d.owned.adopted,
+                         " of them created by a thread that has exited, found through the owner "
+                         "of their protection domain or device context");
   if (active) {
-    ev->push_back(absl::StrCat("owns ", OwnedText(d.owned), " on ", o.device, " (pid ", pids, ")"));
+    ev->push_back(
+        absl::StrCat("owns ", OwnedText(d.owned), " on ", o.device, " (pid ", pids, ")", adopted));
     r->owns_active = true;
     r->owned_attr = Weaker(r->owned_attr, o.attribution);
   } else if (d.owned.qp > 0) {
@@ -126,7 +139,8 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
         "owns ", OwnedText(d.owned), " on ", o.device, " (pid ", pids,
         ") but no QP that can move bytes: its QPs are in RESET or INIT (never connected, as a "
         "library's probe of the device leaves them: libfabric's fi_getinfo creates one) or ERR; "
-        "not a user of the fabric there"));
+        "not a user of the fabric there",
+        adopted));
   } else if (d.owned.any()) {
     ev->push_back(absl::StrCat("opened ", o.device, " but created no QP (owns ", OwnedText(d.owned),
                                ", pid ", pids, "): not a user of the fabric there"));
@@ -155,6 +169,8 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
       r->fabric_over = true;
       r->efa_over = r->efa_over || o.kind == DeviceKind::kEfa;
       r->over_attr = Weaker(r->over_attr, o.attribution);
+    } else if (o.kind == DeviceKind::kEfa) {
+      r->efa_quiet = true;
     }
   } else if (over) {
     absl::StrAppend(&moved,
@@ -178,6 +194,14 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
     ev->push_back(why);
     if (r->unknown.empty()) r->unknown = why;
   }
+  if (!d.gid_gone.empty()) {
+    ev->push_back(absl::StrCat(SanitizeUtf8(d.gid_gone),
+                               ": the container's variables cannot change, so its engine's "
+                               "next RoCE connections on ",
+                               o.device,
+                               " fail (\"GID is NULL\") or use another address; "
+                               "restart the container to get the current index"));
+  }
   if (d.granted && !active && over && users.unattributed.active() && r->unknown.empty()) {
     r->unknown = absl::StrCat(
         "a user whose owner cannot be identified moved bytes on ", o.device, " (",
@@ -186,6 +210,21 @@ DeviceObservation AttributeDevice(Facts& facts, const PodFacts& pod, const std::
         "may be this container's");
   }
   return o;
+}
+
+// Other Pods that owned a QP that can move bytes on an EFA device of this
+// node in the window: a container's EFA peers, if it talks to them, reach it
+// through libfabric's shared-memory provider (EFA has no loopback path).
+std::vector<std::string> EfaPeersOnNode(Facts& facts, const std::string& uid) {
+  std::set<std::string> peers;
+  for (const auto& [dev, users] : facts.users) {
+    const Delta& delta = DeltaOf(facts, dev);
+    if (!delta.seen || delta.kind != DeviceKind::kEfa) continue;
+    for (const std::string& pod : users.pods) {
+      if (pod != uid) peers.insert(SanitizeUtf8(PodLabel(facts, pod)));
+    }
+  }
+  return std::vector<std::string>(peers.begin(), peers.end());
 }
 
 }  // namespace
@@ -280,6 +319,28 @@ ContainerObservation Evaluate(Facts& facts, const PodFacts& pod, const std::stri
                     ? "hostNetwork Pod with no fabric traffic over the floor: its non-fabric "
                       "bytes cannot be told from the node's, so tcp and idle look alike"
                     : pod.net.why;
+  } else if (const std::vector<std::string> peers =
+                 r.efa_quiet ? EfaPeersOnNode(facts, pod.uid) : std::vector<std::string>();
+             !peers.empty()) {
+    // Same-node EFA peers (issue 32, item 18): their transfers go through
+    // shared memory, which no counter shows. With network bytes too, tcp
+    // cannot be told from a local transfer; without, nothing was seen.
+    const std::string why = absl::StrCat(
+        "its EFA peers on this node (", absl::StrJoin(peers, ", "),
+        ") own QPs on EFA too: EFA has no loopback, so libfabric's shared-memory provider "
+        "(FI_EFA_ENABLE_SHM_TRANSFER, on by default) carries their transfers, which no counter the "
+        "agent reads shows");
+    if (*pod.net.bytes >= options.floor_bytes) {
+      co.verdict = Verdict::kUnknown;
+      co.reason = absl::StrCat(why, "; the Pod's network moved ", HumanBytes(*pod.net.bytes),
+                               ", which may be other traffic: whether the engine fell back "
+                               "cannot be told (its EFA peers on this node use shared memory)");
+    } else {
+      co.verdict = Verdict::kIdle;
+      ev.push_back(absl::StrCat(why,
+                                ": idle means no fabric or network bytes were seen, not that "
+                                "the engines exchanged nothing"));
+    }
   } else if (*pod.net.bytes >= options.floor_bytes) {
     co.verdict = Verdict::kTcp;
     co.fallback = c.granted && !init_unknown;

@@ -847,5 +847,122 @@ TEST(Transport, OdpMrsAndUnreadableOwnersAreSaidAsSuch) {
                                    "Permission denied"));
 }
 
+// Issue 32, item 15: QPs whose creating thread exited, booked by the sampler
+// to the owner of their PD or device context, are the container's like any
+// other; the evidence says how they were found. Moving packets: rdma. The
+// same QPs stopped while the Pod downloads: tcp, a fallback, the QPs counted.
+TEST(Transport, QpsOfAThreadThatExitedAreTheContainers) {
+  auto adopted = [](Sample& s, int i, uint64_t packets, uint64_t net) {
+    s.grants = {G("ml", "member-0", kUidA, "engine", "device.gpustack.ai/rdma", "rxe1", true)};
+    s.traffic = {Packets("rxe1", 1000 + i * packets)};
+    s.pods = {Net(kUidA, 5000 + i * net)};
+    s.owned = {Own(kUidA, kCidA, "rxe1", 2, 166)};
+    s.owned[0].owned.adopted = 6;  // 2 QP, 2 CQ, 1 MR, 1 PD: all by a thread that exited
+    s.names[kUidA] = Names("ml", "member-0", {{kCidA, "engine"}});
+  };
+  auto moving = Ring(4, 5, [&](Sample& s, int i) { adopted(s, i, 700, 1000); });
+  WindowResult r = EvaluateWindow(moving, absl::Seconds(15));
+  const ContainerObservation& c = Only(r);
+  EXPECT_EQ(c.verdict, Verdict::kRdma) << c.reason;
+  EXPECT_EQ(c.attribution, Attribution::kExclusive);
+  EXPECT_EQ(c.name, "engine");
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].owned.qp, 2u);
+  EXPECT_EQ(c.devices[0].owned.adopted, 6u);
+  EXPECT_THAT(c.evidence,
+              Contains(AllOf(HasSubstr("owns 2 QP, 2 CQ, 1 MR (4.0 MiB), 1 PD on rxe1 (pid 166)"),
+                             HasSubstr("6 of them created by a thread that has exited"))));
+
+  auto stopped = Ring(4, 5, [&](Sample& s, int i) { adopted(s, i, 0, 3 * kMiB); });
+  WindowResult t = EvaluateWindow(stopped, absl::Seconds(15));
+  const ContainerObservation& tc = Only(t);
+  EXPECT_EQ(tc.verdict, Verdict::kTcp);
+  EXPECT_TRUE(tc.fallback);
+  EXPECT_EQ(tc.devices[0].owned.qp, 2u);
+  EXPECT_THAT(tc.evidence, Contains(HasSubstr("QPs are owned on the fabric but its traffic is "
+                                              "under the floor")));
+}
+
+// Issue 32, item 18: EFA has no loopback path. Prefill and decode Pods on one
+// node, each with its EFA grant and SRD QPs, reach each other through
+// libfabric's shared-memory provider: no EFA counter and no Pod network byte
+// moves. Nothing the agent can count moved: idle, never tcp or a fallback,
+// with evidence that names the peer and says why nothing shows.
+void EfaPair(Sample& s, int i, uint64_t net_per_sample) {
+  s.grants = {G("ml", "prefill-0", kUidA, "engine", "vpc.amazonaws.com/efa", "rdmap79s0", true),
+              G("ml", "decode-0", kUidB, "engine", "vpc.amazonaws.com/efa", "rdmap80s0", true)};
+  s.traffic = {Bytes("rdmap79s0", DeviceKind::kEfa, 7), Bytes("rdmap80s0", DeviceKind::kEfa, 9)};
+  s.pods = {Net(kUidA, 1000 + i * net_per_sample), Net(kUidB, 2000)};
+  s.owned = {Own(kUidA, kCidA, "rdmap79s0", 4, 77), Own(kUidB, kCidB, "rdmap80s0", 4, 88)};
+  s.names[kUidA] = Names("ml", "prefill-0", {{kCidA, "engine"}});
+  s.names[kUidB] = Names("ml", "decode-0", {{kCidB, "engine"}});
+}
+
+TEST(Transport, EfaPeersOnOneNodeAreIdleAndSayWhy) {
+  auto ring = Ring(13, 5, [](Sample& s, int i) { EfaPair(s, i, 1000); });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(60));
+  ASSERT_EQ(r.pods.size(), 2u);
+  for (const PodObservation& p : r.pods) {
+    ASSERT_EQ(p.containers.size(), 1u);
+    const ContainerObservation& c = p.containers[0];
+    EXPECT_EQ(c.verdict, Verdict::kIdle) << p.pod << ": " << c.reason;
+    EXPECT_FALSE(c.fallback);
+    const std::string peer = p.pod == "prefill-0" ? "ml/decode-0" : "ml/prefill-0";
+    EXPECT_THAT(c.evidence, Contains(AllOf(HasSubstr("EFA has no loopback"), HasSubstr(peer),
+                                           HasSubstr("shared-memory provider"))))
+        << p.pod;
+  }
+  // Alone on the node with its EFA QPs: idle, and no word of local peers.
+  auto alone = Ring(13, 5, [](Sample& s, int i) {
+    EfaPair(s, i, 1000);
+    s.owned.pop_back();
+  });
+  WindowResult a = EvaluateWindow(alone, absl::Seconds(60));
+  for (const PodObservation& p : a.pods) {
+    for (const ContainerObservation& c : p.containers) {
+      EXPECT_EQ(c.verdict, Verdict::kIdle);
+      EXPECT_THAT(c.evidence, Not(Contains(HasSubstr("EFA has no loopback"))));
+    }
+  }
+}
+
+// The same Pods serving requests: their network bytes pass the floor, but
+// with EFA peers on the node the engines' transfers may be the invisible
+// shared-memory ones: whether anything fell back cannot be told. Unknown,
+// never a fallback.
+TEST(Transport, EfaPeersOnOneNodeWithNetworkTrafficAreUnknownNotAFallback) {
+  auto ring = Ring(13, 5, [](Sample& s, int i) { EfaPair(s, i, 2 * kMiB); });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(60));
+  bool seen = false;
+  for (const PodObservation& p : r.pods) {
+    if (p.pod != "prefill-0") continue;
+    seen = true;
+    const ContainerObservation& c = p.containers.at(0);
+    EXPECT_EQ(c.verdict, Verdict::kUnknown);
+    EXPECT_FALSE(c.fallback);
+    EXPECT_THAT(c.reason, AllOf(HasSubstr("EFA peers on this node"), HasSubstr("ml/decode-0"),
+                                HasSubstr("shared memory")));
+  }
+  EXPECT_TRUE(seen);
+}
+
+// Issue 32, item 12: a grant whose MC_GID_INDEX no longer names its GID (the
+// address left the table after Allocate) says so in the container's
+// evidence; the verdict is what the counters say.
+TEST(Transport, AGrantsStaleGidIndexIsInTheEvidence) {
+  const std::string gone =
+      "MC_GID_INDEX=1 (10.0.2.15 on eth0), given at Allocate, no longer names its GID: index 1 is "
+      "empty now, and 10.0.2.15 has left rxe0 port 1's table";
+  auto ring = Ring(4, 5, [&](Sample& s, int i) {
+    RxePod(s, i, 1, 3 * kMiB);
+    s.grants[0].gid_gone = gone;
+  });
+  WindowResult r = EvaluateWindow(ring, absl::Seconds(15));
+  const ContainerObservation& c = Only(r);
+  EXPECT_EQ(c.verdict, Verdict::kTcp);
+  EXPECT_THAT(c.evidence, Contains(HasSubstr(gone)));
+  EXPECT_THAT(c.evidence, Contains(HasSubstr("restart the container")));
+}
+
 }  // namespace
 }  // namespace fabric::observe

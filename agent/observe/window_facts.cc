@@ -29,6 +29,7 @@ void MaxInto(Owned& into, const Owned& o) {
   into.mr = std::max(into.mr, o.mr);
   into.pd = std::max(into.pd, o.pd);
   into.mr_bytes = std::max(into.mr_bytes, o.mr_bytes);
+  into.adopted = std::max(into.adopted, o.adopted);
 }
 
 // The most an owner held at any sample of the window; nullopt when it held
@@ -369,6 +370,7 @@ Facts Accumulate(const SampleRing& ring, absl::Duration length, const TransportO
       d.resource = h.resource;
       d.granted = true;
       d.exclusive = d.exclusive || g.exclusive;
+      if (d.gid_gone.empty()) d.gid_gone = g.gid_gone;
     }
   }
   for (auto& [key, p] : f.pods) {

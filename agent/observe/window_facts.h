@@ -71,6 +71,7 @@ struct DeviceFacts {  // of one container
   std::string resource;
   bool granted = false;
   bool exclusive = false;
+  std::string gid_gone;  // the grant's GID index no longer names its GID (sampler::Grant)
   sampler::Owned owned;  // the most of each kind at any sample
   std::set<uint32_t> pids;
 };

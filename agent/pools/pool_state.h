@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "agent/base/latency_histogram.h"
+#include "agent/engine_env/gid_ledger.h"
 #include "agent/pools/pool_snapshot.h"
 
 namespace fabric {
@@ -77,6 +78,9 @@ class PoolState {
   size_t open_streams() const;
 
   PoolStats& stats() { return stats_; }
+  // What the GID index variables of this pool's grants named (Allocate
+  // records, the status views read). Thread-safe.
+  engine_env::GidLedger& gid_ledger() { return gid_ledger_; }
 
   // The registry installs the claimer; Allocate calls Claim with every ID it
   // is about to grant, and answers only if it returns OK. Without a claimer
@@ -91,6 +95,7 @@ class PoolState {
   std::set<PoolSubscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
   Claimer claimer_ ABSL_GUARDED_BY(mu_);
   PoolStats stats_;
+  engine_env::GidLedger gid_ledger_;
 };
 
 }  // namespace fabric

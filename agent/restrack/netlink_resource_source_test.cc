@@ -32,7 +32,7 @@ using testing::ResourceMessage;
 using testing::UserEntry;
 
 constexpr ResourceKind kKinds[] = {ResourceKind::kQp, ResourceKind::kCq, ResourceKind::kMr,
-                                   ResourceKind::kPd};
+                                   ResourceKind::kPd, ResourceKind::kCtx};
 
 struct FakeDevice {
   uint32_t index = 0;
@@ -289,8 +289,8 @@ TEST_F(NetlinkResourceSourceTest, EveryKindOfEveryDevice) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, Everything());
   EXPECT_EQ(kernel_.connections, 1);
-  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3",
-                                            "cq@3", "mr@3", "pd@3"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "ctx@1",
+                                            "qp@3", "cq@3", "mr@3", "pd@3", "ctx@3"));
   DumpNotes notes = source->LastDumpNotes();
   EXPECT_EQ(notes.rejected_entries, 0u);
   EXPECT_EQ(notes.vanished_devices, 0u);
@@ -316,8 +316,8 @@ TEST_F(NetlinkResourceSourceTest, ADeviceThatDisappearsMidDumpIsSkipped) {
   want.resize(11);  // rxe0's only: mlx5_0's QPs went with it
   EXPECT_EQ(*got, want);
   EXPECT_EQ(source->LastDumpNotes().vanished_devices, 1u);
-  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "qp@3",
-                                            "cq@3", "mr@3", "list"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "ctx@1",
+                                            "qp@3", "cq@3", "mr@3", "list"));
 }
 
 // A refusal for every device is no device's own failure: the whole Dump fails.
@@ -340,6 +340,33 @@ TEST_F(NetlinkResourceSourceTest, AKernelWithoutTheDumpIsUnimplemented) {
   st = Source()->Dump().status();
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(st.message(), HasSubstr("EPERM"));
+}
+
+// Issue 32, item 15: the device contexts come with the rest (Linux 5.14+),
+// each with its owner; a kernel without the dump (nldev answers EINVAL for a
+// command it lacks) costs only the contexts, asked for once per Dump.
+TEST_F(NetlinkResourceSourceTest, ContextsAreDumpedWhereTheKernelHasThem) {
+  kernel_.devices[0].resources[ResourceKind::kCtx] = {UserEntry(0, 164), UserEntry(1, 0)};
+  auto source = Source();
+  auto got = source->Dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<RdmaResource> want = Everything();
+  RdmaResource ctx0 = Res(ResourceKind::kCtx, "rxe0", 0, 0, 164);
+  RdmaResource ctx1 = Res(ResourceKind::kCtx, "rxe0", 0, 1, 0);  // its opener has exited
+  want.insert(want.begin() + 11, {ctx0, ctx1});
+  EXPECT_EQ(*got, want);
+  EXPECT_EQ(source->LastDumpNotes().contexts_missing, "");
+
+  kernel_.requests.clear();
+  kernel_.refuse[ResourceKind::kCtx] = EINVAL;
+  got = source->Dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, Everything());
+  EXPECT_THAT(source->LastDumpNotes().contexts_missing,
+              HasSubstr("RDMA_NLDEV_CMD_RES_CTX_GET for RDMA device rxe0 (index 1): the kernel "
+                        "answered EINVAL"));
+  EXPECT_THAT(kernel_.requests, ElementsAre("sys", "list", "qp@1", "cq@1", "mr@1", "pd@1", "ctx@1",
+                                            "list", "qp@3", "cq@3", "mr@3", "pd@3"));
 }
 
 TEST_F(NetlinkResourceSourceTest, EintrOnReceiveIsRetriedInPlace) {
@@ -404,7 +431,7 @@ TEST_F(NetlinkResourceSourceTest, ADeviceTheKernelCannotDumpCostsOnlyItsOwnResou
                         "answered EIO"));
   // The device was asked once more whether it still exists, then skipped.
   EXPECT_THAT(kernel_.requests,
-              ElementsAre("sys", "list", "qp@1", "list", "qp@3", "cq@3", "mr@3", "pd@3"));
+              ElementsAre("sys", "list", "qp@1", "list", "qp@3", "cq@3", "mr@3", "pd@3", "ctx@3"));
   // The next Dump starts clean.
   EXPECT_EQ(*source->Dump(), Everything());
   EXPECT_TRUE(source->LastDumpNotes().failed_devices.empty());

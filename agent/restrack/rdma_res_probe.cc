@@ -1,7 +1,8 @@
-// rdma-res-probe [qp|cq|mr|pd]...: prints what the agent's restrack source
+// rdma-res-probe [qp|cq|mr|pd|ctx]...: prints what the agent's restrack source
 // (OpenNetlinkResourceSource) sees, one JSON object per line, so the soft-RoCE
 // VM test can compare it with `rdma -j res show qp`:
-//   {"kind":"qp","device":"rxe0","port":1,"id":17,"pid":164,"kern_name":null,"mr_bytes":0}
+//   {"kind":"qp","device":"rxe0","port":1,"id":17,"pid":164,"kern_name":null,"mr_bytes":0,
+//    "pdn":1}   (pdn on QPs and MRs, ctxn on PDs and CQs, where the kernel links them)
 // then {"notes":{"rejected_entries":0,"vanished_devices":0,"retried_dumps":0,"reasons":[]}}.
 // On failure one {"error":"...","code":"..."} line and exit 1; a bad argument
 // exits 2. No arguments: every kind. A debug tool; not installed.
@@ -19,8 +20,8 @@ using fabric::restrack::ResourceKind;
 using fabric::restrack::ResourceKindName;
 
 bool ParseKind(const std::string& s, ResourceKind* out) {
-  for (ResourceKind k :
-       {ResourceKind::kQp, ResourceKind::kCq, ResourceKind::kMr, ResourceKind::kPd}) {
+  for (ResourceKind k : {ResourceKind::kQp, ResourceKind::kCq, ResourceKind::kMr, ResourceKind::kPd,
+                         ResourceKind::kCtx}) {
     if (s == ResourceKindName(k)) {
       *out = k;
       return true;
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     ResourceKind k;
     if (!ParseKind(argv[i], &k)) {
-      std::fprintf(stderr, "usage: rdma-res-probe [qp|cq|mr|pd]...\n");
+      std::fprintf(stderr, "usage: rdma-res-probe [qp|cq|mr|pd|ctx]...\n");
       return 2;
     }
     kinds.insert(k);
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
     j["mr_bytes"] = r.mr_bytes;
     if (r.qp_type) j["qp_type"] = *r.qp_type;
     if (r.qp_state) j["qp_state"] = fabric::restrack::QpStateName(*r.qp_state);
+    if (r.pdn) j["pdn"] = *r.pdn;
+    if (r.ctxn) j["ctxn"] = *r.ctxn;
     PrintLine(j);
   }
   const fabric::restrack::DumpNotes notes = source->LastDumpNotes();
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
                {"vanished_devices", notes.vanished_devices},
                {"retried_dumps", notes.retried_dumps},
                {"failed_devices", notes.failed_devices},
+               {"contexts_missing", notes.contexts_missing},
                {"reasons", notes.reasons}}}});
   return 0;
 }

@@ -14,6 +14,8 @@ const char* ResourceKindName(ResourceKind kind) {
       return "mr";
     case ResourceKind::kPd:
       return "pd";
+    case ResourceKind::kCtx:
+      return "ctx";
   }
   return "?";
 }

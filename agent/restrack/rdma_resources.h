@@ -1,7 +1,8 @@
-// The kernel's RDMA resource tracking (restrack): which QPs, CQs, MRs and PDs
-// exist on each device, and which process owns each. The same data `rdma
-// resource show` prints, read from the RDMA_NLDEV_CMD_RES_{QP,CQ,MR,PD}_GET
-// netlink dumps (one dump per device and kind; drivers/infiniband/core/nldev.c).
+// The kernel's RDMA resource tracking (restrack): which QPs, CQs, MRs, PDs and
+// device contexts exist on each device, and which process owns each. The same
+// data `rdma resource show` prints, read from the
+// RDMA_NLDEV_CMD_RES_{QP,CQ,MR,PD,CTX}_GET netlink dumps (one dump per device
+// and kind; drivers/infiniband/core/nldev.c).
 //
 // What the kernel shows, and to whom (Linux 5.5+, measured on 6.1 in the
 // soft-RoCE VM): every QP/CQ/MR/PD of every device visible from the reader's
@@ -14,6 +15,14 @@
 // capabilities gets the same PIDs); CAP_NET_ADMIN only adds keys (MR
 // rkey/lkey, PD local_dma_lkey), not read here. Older kernels filtered by PID
 // namespace (4.16-5.2: only the reader's own; 5.3-5.4: only owners it sees).
+//
+// The owner is the *thread* that created the resource (its task): when that
+// thread has exited, the resource is dumped without a PID. A user resource
+// also names what it was made in (Linux 5.1+): a QP or MR its protection
+// domain (pdn), a PD or CQ its device context (ctxn); the context, made when
+// the process opened the device, is dumped since Linux 5.14 ("RDMA/nldev:
+// Return context information", 2021). Their owners stand in for an owner that
+// is gone (agent/sampler).
 #ifndef FABRIC_AGENT_RESTRACK_RDMA_RESOURCES_H_
 #define FABRIC_AGENT_RESTRACK_RDMA_RESOURCES_H_
 
@@ -28,14 +37,15 @@
 
 namespace fabric::restrack {
 
-enum class ResourceKind { kQp, kCq, kMr, kPd };
-const char* ResourceKindName(ResourceKind kind);  // "qp" | "cq" | "mr" | "pd"
+enum class ResourceKind { kQp, kCq, kMr, kPd, kCtx };
+// "qp" | "cq" | "mr" | "pd" | "ctx"
+const char* ResourceKindName(ResourceKind kind);
 
 struct RdmaResource {
   ResourceKind kind = ResourceKind::kQp;
   std::string device;  // RDMA device name (RDMA_NLDEV_ATTR_DEV_NAME)
   uint32_t port = 0;   // QPs bound to a port; 0 otherwise
-  uint32_t id = 0;     // lqpn / cqn / mrn / pdn (0 before Linux 5.1 for CQ/MR/PD)
+  uint32_t id = 0;     // lqpn / cqn / mrn / pdn / ctxn (0 before Linux 5.1 for CQ/MR/PD)
   // The owner: a PID as seen from the reader's PID namespace, or 0 for a
   // kernel-owned resource, which then has kern_name ("ib_core", "rdma_cm").
   // pid 0 with an empty kern_name: a user resource whose owner is not visible
@@ -46,6 +56,11 @@ struct RdmaResource {
   // QPs: the kernel's enum ib_qp_type and ib_qp_state (RDMA_NLDEV_ATTR_RES_TYPE
   // and _STATE, from ib_query_qp at dump time); nullopt where the reply has none.
   std::optional<uint8_t> qp_type, qp_state;
+  // What a user resource was made in, on the same device: a QP's or MR's
+  // protection domain (RDMA_NLDEV_ATTR_RES_PDN), a PD's or CQ's device context
+  // (RDMA_NLDEV_ATTR_RES_CTXN). nullopt where the reply has none (kernel
+  // resources, Linux before 5.1).
+  std::optional<uint32_t> pdn, ctxn;
   bool operator==(const RdmaResource&) const = default;
 };
 
@@ -83,6 +98,10 @@ struct DumpNotes {
   uint32_t vanished_devices = 0;
   // Dumps restarted (interrupted, receive buffer overrun, a transient error).
   uint32_t retried_dumps = 0;
+  // Why device contexts were not dumped ("" when they were): the kernel has
+  // no RDMA_NLDEV_CMD_RES_CTX_GET (before Linux 5.14). A resource whose
+  // creating thread and PD's creator are both gone then has no owner.
+  std::string contexts_missing;
   // Devices whose dumps the kernel refused (a driver whose ib_query_qp fails
   // while the device resets, or that cannot query a QP at all), with why.
   // Their resources are not in the result; every other device's are.
@@ -95,8 +114,9 @@ struct DumpNotes {
 class ResourceSource {
  public:
   virtual ~ResourceSource() = default;
-  // Every QP, CQ, MR and PD the kernel shows this process, on every device
-  // visible from its network namespace. An error names what failed.
+  // Every QP, CQ, MR, PD and device context the kernel shows this process,
+  // on every device visible from its network namespace. An error names what
+  // failed.
   virtual absl::StatusOr<std::vector<RdmaResource>> Dump() = 0;
   // What the last Dump() skipped; empty when it skipped nothing.
   virtual DumpNotes LastDumpNotes() const { return {}; }

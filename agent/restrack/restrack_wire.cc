@@ -34,7 +34,9 @@ static_assert(RDMA_NLDEV_ATTR_RES_CQ == 35 && RDMA_NLDEV_ATTR_RES_CQ_ENTRY == 36
               RDMA_NLDEV_ATTR_RES_MRLEN == 45 && RDMA_NLDEV_ATTR_RES_PD == 46 &&
               RDMA_NLDEV_ATTR_RES_PD_ENTRY == 47);
 static_assert(RDMA_NLDEV_ATTR_RES_PDN == 60 && RDMA_NLDEV_ATTR_RES_CQN == 61 &&
-              RDMA_NLDEV_ATTR_RES_MRN == 62);
+              RDMA_NLDEV_ATTR_RES_MRN == 62 && RDMA_NLDEV_ATTR_RES_CTXN == 64);
+static_assert(RDMA_NLDEV_CMD_RES_CTX_GET == 22 && RDMA_NLDEV_ATTR_RES_CTX == 86 &&
+              RDMA_NLDEV_ATTR_RES_CTX_ENTRY == 87);
 
 constexpr size_t kHeaderBytes = NLMSG_HDRLEN;    // 16
 constexpr size_t kAttrHeaderBytes = NLA_HDRLEN;  // 4
@@ -59,6 +61,9 @@ KindWire Wire(ResourceKind kind) {
     case ResourceKind::kMr:
       return {RDMA_NLDEV_CMD_RES_MR_GET, "RDMA_NLDEV_CMD_RES_MR_GET", RDMA_NLDEV_ATTR_RES_MR,
               RDMA_NLDEV_ATTR_RES_MR_ENTRY, RDMA_NLDEV_ATTR_RES_MRN};
+    case ResourceKind::kCtx:
+      return {RDMA_NLDEV_CMD_RES_CTX_GET, "RDMA_NLDEV_CMD_RES_CTX_GET", RDMA_NLDEV_ATTR_RES_CTX,
+              RDMA_NLDEV_ATTR_RES_CTX_ENTRY, RDMA_NLDEV_ATTR_RES_CTXN};
     case ResourceKind::kPd:
       break;
   }
@@ -85,6 +90,8 @@ std::string AttrName(uint16_t type) {
       return "RDMA_NLDEV_ATTR_RES_MRN";
     case RDMA_NLDEV_ATTR_RES_PDN:
       return "RDMA_NLDEV_ATTR_RES_PDN";
+    case RDMA_NLDEV_ATTR_RES_CTXN:
+      return "RDMA_NLDEV_ATTR_RES_CTXN";
     case RDMA_NLDEV_ATTR_RES_PID:
       return "RDMA_NLDEV_ATTR_RES_PID";
     case RDMA_NLDEV_ATTR_RES_KERN_NAME:
@@ -103,6 +110,8 @@ std::string AttrName(uint16_t type) {
       return "RDMA_NLDEV_ATTR_RES_MR";
     case RDMA_NLDEV_ATTR_RES_PD:
       return "RDMA_NLDEV_ATTR_RES_PD";
+    case RDMA_NLDEV_ATTR_RES_CTX:
+      return "RDMA_NLDEV_ATTR_RES_CTX";
     default:
       return absl::StrCat("attribute ", type);
   }
@@ -256,7 +265,11 @@ absl::Status CheckDeviceName(absl::string_view name) {
 absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_attr,
                         const Attr& entry, RdmaResource* out) {
   bool port = false, id = false, pid = false, kern = false, mrlen = false, type = false,
-       state = false;
+       state = false, pdn = false, ctxn = false;
+  // The links to a resource's PD (QPs, MRs) and device context (PDs, CQs);
+  // for a PD and a context their own number is the id.
+  const bool has_pd = kind == ResourceKind::kQp || kind == ResourceKind::kMr;
+  const bool has_ctx = kind == ResourceKind::kPd || kind == ResourceKind::kCq;
   absl::Status st = WalkAttrs(
       entry.payload, entry.offset + kAttrHeaderBytes, what, [&](const Attr& a) -> absl::Status {
         auto once = [&](bool* seen) {
@@ -293,6 +306,16 @@ absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_a
           if (s = once(&state); !s.ok()) return s;
           return GetU8(what, a, &out->qp_state);
         }
+        if (a.type == RDMA_NLDEV_ATTR_RES_PDN && has_pd) {
+          if (s = once(&pdn); !s.ok()) return s;
+          out->pdn.emplace();
+          return GetU32(what, a, &*out->pdn);
+        }
+        if (a.type == RDMA_NLDEV_ATTR_RES_CTXN && has_ctx) {
+          if (s = once(&ctxn); !s.ok()) return s;
+          out->ctxn.emplace();
+          return GetU32(what, a, &*out->ctxn);
+        }
         return absl::OkStatus();  // PSNs, keys, driver details...
       });
   if (!st.ok()) return st;
@@ -300,6 +323,12 @@ absl::Status ParseEntry(absl::string_view what, ResourceKind kind, uint16_t id_a
     return Malformed(what, absl::StrFormat("entry at byte %d has both RDMA_NLDEV_ATTR_RES_PID and "
                                            "RDMA_NLDEV_ATTR_RES_KERN_NAME",
                                            entry.offset));
+  }
+  if (kern) {
+    // The kernel links only user resources (nldev.c: !rdma_is_kernel_res);
+    // a kernel resource's owner is its kern_name, never a link.
+    out->pdn.reset();
+    out->ctxn.reset();
   }
   return absl::OkStatus();
 }

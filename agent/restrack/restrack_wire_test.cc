@@ -149,10 +149,14 @@ TEST(RestrackWireTest, OlderKernelsSendNoIdsAndOwnersNotVisibleHaveNoPid) {
   old_cq.old_layout = true;  // Linux 4.18-5.0: no RES_CQN
   KernelEntry old_mr = UserEntry(99, 77, 0, 65536);
   old_mr.old_layout = true;
+  RdmaResource want_cq = Res(ResourceKind::kCq, "rxe0", 0, 0, 77);
+  want_cq.ctxn.reset();  // nor the links to a context or a PD
+  RdmaResource want_mr = Res(ResourceKind::kMr, "rxe0", 0, 0, 77, "", 65536);
+  want_mr.pdn.reset();
   EXPECT_THAT(ParseOk(ResourceKind::kCq, {ResourceMessage(ResourceKind::kCq, 1, "rxe0", {old_cq})}),
-              ElementsAre(Res(ResourceKind::kCq, "rxe0", 0, 0, 77)));
+              ElementsAre(want_cq));
   EXPECT_THAT(ParseOk(ResourceKind::kMr, {ResourceMessage(ResourceKind::kMr, 1, "rxe0", {old_mr})}),
-              ElementsAre(Res(ResourceKind::kMr, "rxe0", 0, 0, 77, "", 65536)));
+              ElementsAre(want_mr));
   // Linux 5.5+: an owner outside the reader's PID namespace, or exited, has
   // neither RES_PID nor RES_KERN_NAME.
   EXPECT_THAT(ParseOk(ResourceKind::kQp,
@@ -227,8 +231,9 @@ TEST(RestrackWireTest, AttributesOfNewerKernelsAreSkipped) {
   mnl_attr_put_u32(m.nlh(), kPid, 31);
   mnl_attr_nest_end(m.nlh(), entry);
   mnl_attr_nest_end(m.nlh(), table);
-  EXPECT_THAT(ParseOk(ResourceKind::kMr, {m.Bytes()}),
-              ElementsAre(Res(ResourceKind::kMr, "rxe0", 0, 0, 31, "", 12345)));
+  RdmaResource want = Res(ResourceKind::kMr, "rxe0", 0, 0, 31, "", 12345);
+  want.pdn.reset();  // this entry names no PD
+  EXPECT_THAT(ParseOk(ResourceKind::kMr, {m.Bytes()}), ElementsAre(want));
 }
 
 // Builds a QP message whose one entry holds `put`'s attributes.
@@ -242,6 +247,65 @@ std::string QpMessageWith(F put) {
   mnl_attr_nest_end(m.nlh(), entry);
   mnl_attr_nest_end(m.nlh(), table);
   return m.Bytes();
+}
+
+// Issue 32, item 15: what a resource was made in. A user QP and MR name their
+// PD, a user PD and CQ their device context, and the contexts are dumped with
+// their owners (Linux 5.14+). A QP whose creating thread has exited has no PID
+// but still its PD; the kernel links no kernel resource.
+TEST(RestrackWireTest, OwnerLinksPdAndContext) {
+  KernelEntry orphan = UserEntry(17, 0, 1);  // created by a thread that has exited
+  orphan.pdn = 3;
+  KernelEntry gsi = GsiEntry(1);
+  gsi.pdn = 9;  // ignored: the builder, as the kernel, writes no link for it
+  std::vector<RdmaResource> qps =
+      ParseOk(ResourceKind::kQp, {ResourceMessage(ResourceKind::kQp, 1, "rxe0", {gsi, orphan})});
+  ASSERT_EQ(qps.size(), 2u);
+  EXPECT_FALSE(qps[0].pdn.has_value());
+  EXPECT_EQ(qps[1].pid, 0u);
+  EXPECT_EQ(qps[1].kern_name, "");
+  EXPECT_EQ(qps[1].pdn, 3u);
+  EXPECT_FALSE(qps[1].ctxn.has_value());
+
+  KernelEntry pd = UserEntry(3, 0);
+  pd.ctxn = 5;
+  std::vector<RdmaResource> pds =
+      ParseOk(ResourceKind::kPd, {ResourceMessage(ResourceKind::kPd, 1, "rxe0", {pd})});
+  ASSERT_EQ(pds.size(), 1u);
+  EXPECT_EQ(pds[0].id, 3u);
+  EXPECT_EQ(pds[0].ctxn, 5u);
+  EXPECT_FALSE(pds[0].pdn.has_value()) << "a PD's own number is its id";
+
+  KernelEntry cq = UserEntry(2, 0);
+  cq.ctxn = 5;
+  EXPECT_EQ(
+      ParseOk(ResourceKind::kCq, {ResourceMessage(ResourceKind::kCq, 1, "rxe0", {cq})})[0].ctxn,
+      5u);
+  KernelEntry mr = UserEntry(4, 0, 0, 8192);
+  mr.pdn = 3;
+  EXPECT_EQ(
+      ParseOk(ResourceKind::kMr, {ResourceMessage(ResourceKind::kMr, 1, "rxe0", {mr})})[0].pdn, 3u);
+
+  // RDMA_NLDEV_CMD_RES_CTX_GET: RES_CTX { RES_CTX_ENTRY { RES_CTXN, RES_PID } }.
+  KernelEntry ctx = UserEntry(5, 164);
+  std::vector<RdmaResource> ctxs =
+      ParseOk(ResourceKind::kCtx, {ResourceMessage(ResourceKind::kCtx, 1, "rxe0", {ctx})});
+  ASSERT_EQ(ctxs.size(), 1u);
+  EXPECT_EQ(ctxs[0].kind, ResourceKind::kCtx);
+  EXPECT_EQ(ctxs[0].id, 5u);
+  EXPECT_EQ(ctxs[0].pid, 164u);
+  EXPECT_FALSE(ctxs[0].ctxn.has_value()) << "a context's own number is its id";
+  EXPECT_STREQ(CommandName(ResourceKind::kCtx), "RDMA_NLDEV_CMD_RES_CTX_GET");
+  EXPECT_STREQ(ResourceKindName(ResourceKind::kCtx), "ctx");
+
+  // A repeated link is malformed, as every other attribute.
+  std::string twice = QpMessageWith([](nlmsghdr* nlh) {
+    mnl_attr_put_u32(nlh, kLqpn, 17);
+    mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_RES_PDN, 3);
+    mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_RES_PDN, 4);
+  });
+  EXPECT_THAT(ParseOne(ResourceKind::kQp, twice).message(),
+              HasSubstr("RDMA_NLDEV_ATTR_RES_PDN repeated"));
 }
 
 TEST(RestrackWireTest, WrongSizesAreMalformed) {

@@ -53,6 +53,10 @@ struct Owned {
   // Summed MR lengths; saturates at UINT64_MAX (an implicit ODP MR has
   // length UINT64_MAX: the whole address space).
   uint64_t mr_bytes = 0;
+  // Of the above, those whose creating thread had exited (the kernel names
+  // no owner), booked to the owner of their protection domain or device
+  // context (restrack::RdmaResource::pdn, ctxn).
+  uint32_t adopted = 0;
   bool any() const { return qp + cq + mr + pd > 0; }
   bool active() const { return qp_active > 0; }
   bool operator==(const Owned&) const = default;
@@ -102,6 +106,9 @@ struct PodNames {
 struct Grant {
   PodDeviceHold hold;
   bool exclusive = false;  // from an exclusive pool
+  // Why the GID index this grant's engine variables carried no longer names
+  // its GID (engine_env::WhyGone); "" when it still does, or none was given.
+  std::string gid_gone;
   bool operator==(const Grant&) const = default;
 };
 
@@ -128,7 +135,9 @@ struct Sample {
   // User resources whose owner is not known, by device: pid 0 without a
   // kern_name (the kernel names a resource's creating thread, which may have
   // exited, or be outside the agent's PID namespace), and owners that exited
-  // or could not be read before they were identified.
+  // or could not be read before they were identified; in each case only when
+  // neither the resource's PD nor its device context has an owner that can be
+  // identified either.
   std::map<std::string, Owned> unattributed;
   uint32_t owners_exited = 0;      // gone before they could be identified
   uint32_t owners_unreadable = 0;  // their /proc files could not be read

@@ -40,6 +40,7 @@ OwnedValue OwnedValue::Of(const Owned& o) {
   v.cq = Saturated(o.cq);
   v.mr = Saturated(o.mr);
   v.pd = Saturated(o.pd);
+  v.adopted = Saturated(o.adopted);
   return v;
 }
 
@@ -51,6 +52,7 @@ Owned OwnedValue::ToOwned() const {
   o.mr = mr;
   o.pd = pd;
   o.mr_bytes = mr_bytes;
+  o.adopted = adopted;
   return o;
 }
 

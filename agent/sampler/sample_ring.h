@@ -77,7 +77,7 @@ struct __attribute__((packed)) TrafficValue {
 // saturate: a count that high says the same to every rule).
 struct __attribute__((packed)) OwnedValue {
   uint64_t mr_bytes = 0;
-  uint16_t qp = 0, qp_active = 0, cq = 0, mr = 0, pd = 0;
+  uint16_t qp = 0, qp_active = 0, cq = 0, mr = 0, pd = 0, adopted = 0;
   static OwnedValue Of(const Owned& o);
   Owned ToOwned() const;
 };

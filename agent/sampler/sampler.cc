@@ -70,6 +70,8 @@ void Add(Owned* o, const restrack::RdmaResource& r) {
     case restrack::ResourceKind::kPd:
       ++o->pd;
       break;
+    case restrack::ResourceKind::kCtx:  // an owner's record, no resource of its own
+      break;
   }
 }
 
@@ -348,6 +350,36 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
     return o;
   };
 
+  // The kernel names the thread that created a resource, and none once that
+  // thread has exited (an engine's connection threads). What it was made in
+  // still names an owner: a QP's or MR's PD, a PD's or CQ's device context
+  // (the process that opened the device). Numbers are per device.
+  using Link = std::pair<std::string, uint32_t>;  // (device, pdn or ctxn)
+  std::map<Link, const restrack::RdmaResource*> pds, ctxs;
+  for (const restrack::RdmaResource& r : *dump) {
+    if (!r.kern_name.empty()) continue;
+    if (r.kind == restrack::ResourceKind::kPd) pds[{r.device, r.id}] = &r;
+    if (r.kind == restrack::ResourceKind::kCtx) ctxs[{r.device, r.id}] = &r;
+  }
+  // The owners that stand in for `r`'s, nearest first.
+  auto stand_ins = [&](const restrack::RdmaResource& r) {
+    std::vector<uint32_t> out;
+    std::optional<uint32_t> ctxn = r.ctxn;
+    if (r.pdn) {
+      if (auto pd = pds.find({r.device, *r.pdn}); pd != pds.end()) {
+        if (pd->second->pid != 0) out.push_back(pd->second->pid);
+        if (!ctxn) ctxn = pd->second->ctxn;
+      }
+    }
+    if (ctxn) {
+      if (auto ctx = ctxs.find({r.device, *ctxn}); ctx != ctxs.end() && ctx->second->pid != 0) {
+        out.push_back(ctx->second->pid);
+      }
+    }
+    return out;
+  };
+  auto known = [](const Owner& o) { return o.what == Owner::kPod || o.what == Owner::kHost; };
+
   std::map<std::tuple<std::string, std::string, std::string>, ContainerOwned> by_container;
   std::map<std::pair<uint32_t, std::string>, HostOwned> by_host;
   // Where a (process, device)'s resources add up: found once per pair, not
@@ -356,23 +388,36 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
   std::map<uint32_t, Owned*> into;  // by process, for the device in hand
   std::string device;
   for (const restrack::RdmaResource& r : *dump) {
+    if (r.kind == restrack::ResourceKind::kCtx) continue;  // an owner's record, not a resource
     if (r.device != device) {
       device = r.device;
       into.clear();
     }
-    if (r.pid == 0) {
-      if (r.kern_name.empty()) {
-        Add(&s->unattributed[r.device], r);  // its creating thread is gone or not visible
-      } else {
-        Add(&s->kernel_owned[r.device][r.kern_name], r);
-      }
+    if (r.pid == 0 && !r.kern_name.empty()) {
+      Add(&s->kernel_owned[r.device][r.kern_name], r);
       continue;
     }
-    const Owner& o = identify(r.pid);
-    if (o.what == Owner::kExited || o.what == Owner::kUnreadable) {
+    const Owner* found = nullptr;
+    bool adopted = false;
+    if (r.pid != 0) {
+      if (const Owner& o = identify(r.pid); known(o)) found = &o;
+    }
+    if (found == nullptr) {
+      for (uint32_t pid : stand_ins(r)) {
+        if (const Owner& o = identify(pid); known(o)) {
+          found = &o;
+          adopted = true;
+          break;
+        }
+      }
+    }
+    if (found == nullptr) {
+      // Its creating thread is gone or not visible, exited or unreadable,
+      // and neither its PD nor its context names one that can be told.
       Add(&s->unattributed[r.device], r);
       continue;
     }
+    const Owner& o = *found;
     Owned*& sum = into[o.pid];
     if (sum == nullptr) {
       if (o.what == Owner::kPod) {
@@ -396,6 +441,7 @@ void Sampler::ReadResources(Sample* s, std::vector<podprocs::CgroupIdentity>* se
       }
     }
     Add(sum, r);
+    if (adopted) ++sum->adopted;
   }
   s->owners_exited = static_cast<uint32_t>(exited.size());
   s->owners_unreadable = static_cast<uint32_t>(unreadable.size());

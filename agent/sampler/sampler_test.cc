@@ -449,6 +449,73 @@ TEST_F(SamplerTest, ThreadsAreTheirProcessAndDeadThreadsAreNotTheKernel) {
   EXPECT_EQ(sample->owners_exited, 0u);
 }
 
+// A user resource the kernel names no owner for: its creating thread exited.
+RdmaResource Orphan(ResourceKind kind, const std::string& dev, uint32_t id) {
+  RdmaResource r = Res(kind, dev, 0);
+  r.kern_name.clear();
+  r.id = id;
+  if (kind == ResourceKind::kQp) r.qp_type = 2;  // RC
+  return r;
+}
+
+// Issue 32, item 15: a QP whose creating thread exited is dumped without a
+// PID, but with its PD (pdn), and the PD with its device context (ctxn): the
+// owner of either is the process that made the QP (a thread of it made them).
+// Booked there; "unknown" only where neither has an owner.
+TEST_F(SamplerTest, AResourceWhoseCreatorExitedIsBookedToItsPdOrContextOwner) {
+  FakeResources res;
+  FakeProcs procs;
+  procs.pods[100] = {kPod1, kMain1, "containerd"};
+  procs.threads[107] = 100;
+  // rxe0: QPs from a worker thread that exited, in a PD of a thread that stays.
+  RdmaResource qa = Orphan(ResourceKind::kQp, "rxe0", 17),
+               qb = Orphan(ResourceKind::kQp, "rxe0", 18);
+  qa.pdn = qb.pdn = 3;
+  RdmaResource pd = Res(ResourceKind::kPd, "rxe0", 107);
+  pd.id = 3;
+  pd.ctxn = 0;
+  // rxe1: PD, CQ, MR and QP from a thread that exited, the device opened by
+  // the main thread (test/e2e's e2e-verbs-actor "exit").
+  RdmaResource q1 = Orphan(ResourceKind::kQp, "rxe1", 5);
+  q1.pdn = 1;
+  RdmaResource mr1 = Orphan(ResourceKind::kMr, "rxe1", 2);
+  mr1.pdn = 1;
+  mr1.mr_bytes = 8192;
+  RdmaResource pd1 = Orphan(ResourceKind::kPd, "rxe1", 1);
+  pd1.ctxn = 4;
+  RdmaResource cq1 = Orphan(ResourceKind::kCq, "rxe1", 7);
+  cq1.ctxn = 4;
+  RdmaResource ctx1 = Res(ResourceKind::kCtx, "rxe1", 100);
+  ctx1.id = 4;
+  // No owner anywhere: the PD's and the context's creators are gone too.
+  RdmaResource lost = Orphan(ResourceKind::kQp, "rxe0", 30);
+  lost.pdn = 8;
+  RdmaResource lost_pd = Orphan(ResourceKind::kPd, "rxe0", 8);
+  lost_pd.ctxn = 9;
+  RdmaResource lost_ctx = Orphan(ResourceKind::kCtx, "rxe0", 9);
+  // A PD number is the device's own: rxe1 has no PD 3.
+  RdmaResource elsewhere = Orphan(ResourceKind::kQp, "rxe1", 31);
+  elsewhere.pdn = 3;
+  res.resources = {qa, qb, lost, pd, lost_pd, lost_ctx, q1, elsewhere, cq1, mr1, pd1, ctx1};
+  Sampler s(Options(), Inputs(), &res, &procs);
+  SamplePtr sample = s.TakeNow();
+  ASSERT_TRUE(sample->resources_ok);
+  std::map<std::string, ContainerOwned> by_device;
+  for (const ContainerOwned& c : sample->owned) by_device[c.device] = c;
+  ASSERT_EQ(by_device.size(), 2u);
+  EXPECT_EQ(by_device["rxe0"].owned, (Owned{.qp = 2, .pd = 1, .qp_active = 2, .adopted = 2}));
+  EXPECT_THAT(by_device["rxe0"].pids, ElementsAre(100u));
+  EXPECT_EQ(
+      by_device["rxe1"].owned,
+      (Owned{.qp = 1, .cq = 1, .mr = 1, .pd = 1, .qp_active = 1, .mr_bytes = 8192, .adopted = 4}));
+  EXPECT_THAT(by_device["rxe1"].pids, ElementsAre(100u));
+  EXPECT_EQ(sample->unattributed.at("rxe0"), (Owned{.qp = 1, .pd = 1, .qp_active = 1}));
+  EXPECT_EQ(sample->unattributed.at("rxe1"), (Owned{.qp = 1, .qp_active = 1}));
+  EXPECT_TRUE(sample->host_owned.empty());
+  EXPECT_EQ(sample->owners_exited, 0u);
+  EXPECT_EQ(procs.identify_calls[100], 1) << "each process once, however it is reached";
+}
+
 // An owner whose /proc cannot be read is said apart from one that exited.
 TEST_F(SamplerTest, UnreadableOwnersAreNotExitedOnes) {
   FakeResources res;

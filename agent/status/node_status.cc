@@ -1,6 +1,9 @@
 #include "agent/status/node_status.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "agent/base/host_paths.h"
 #include "agent/base/json_text.h"
 #include "agent/engine_env/engine_env.h"
@@ -16,10 +19,22 @@ const Registration* FindRegistration(const StatusInput& in, const std::string& r
   return nullptr;
 }
 
+// The devices held through `resource` (the kubelet's view).
+std::set<std::string> HeldDevices(const std::vector<PodDeviceHold>& holds,
+                                  const std::string& resource) {
+  std::set<std::string> out;
+  for (const PodDeviceHold& h : holds) {
+    if (h.resource == resource) out.insert(h.device);
+  }
+  return out;
+}
+
 // A pool's env presets and, per present device's port, the RoCE v2 IPv4 GID
 // index a grant would carry, or why none; then what a grant of all of them
-// would get (devices that disagree: a grant mixing them gets no index).
-nlohmann::json EngineEnvJson(const PoolRegistry::PoolView& pv, const NodeView& node) {
+// would get (devices that disagree: a grant mixing them gets no index); and
+// what the grants held now were given, and whether it still names its GID.
+nlohmann::json EngineEnvJson(const PoolRegistry::PoolView& pv, const NodeView& node,
+                             const std::vector<PodDeviceHold>& holds) {
   using nlohmann::json;
   json presets = json::array();
   for (EnvPreset p : pv.config.env) presets.push_back(EnvPresetName(p));
@@ -40,10 +55,27 @@ nlohmann::json EngineEnvJson(const PoolRegistry::PoolView& pv, const NodeView& n
                      {"reason", g.choice.reason}});
   }
   const engine_env::GidAgreement all = engine_env::AgreeOnGidIndex(gids);
+  json given = json::array();
+  for (const engine_env::GivenGid& g :
+       pv.state->gid_ledger().Current(HeldDevices(holds, pv.config.name))) {
+    const std::string gone = engine_env::WhyGone(g, node.inventory.Find(g.device));
+    given.push_back(
+        {{"device", g.device},
+         {"port", g.port},
+         {"gid_index", g.index},
+         {"gid", g.gid},
+         {"ipv4", g.ipv4},
+         {"netdev", g.netdev},
+         {"variables", g.variables},
+         {"given_at", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", g.given_at, absl::UTCTimeZone())},
+         {"in_table", gone.empty()},
+         {"gone", gone}});
+  }
   return {{"presets", presets},
           {"ports", ports},
           {"gid_index_all_devices", all.index ? json(*all.index) : json(nullptr)},
-          {"gid_index_reason", all.reason}};
+          {"gid_index_reason", all.reason},
+          {"given", given}};
 }
 
 }  // namespace
@@ -82,6 +114,22 @@ MetricsInput BuildMetricsInput(const StatusInput& in) {
     pm.allocate_error = stats.allocate_errors.load();
     pm.allocate_latency = stats.allocate_latency.Read();
     m.pools.push_back(std::move(pm));
+    // Per hold and port whose GID index value can be told: still its GID?
+    if (p.config.env.empty()) continue;
+    const std::vector<engine_env::GivenGid> given =
+        p.state->gid_ledger().Current(HeldDevices(in.pools.holds, p.config.name));
+    if (given.empty()) continue;
+    for (const PodDeviceHold& h : in.pools.holds) {
+      if (h.resource != p.config.name || h.pod.empty()) continue;
+      const RdmaDevice* live = node.inventory.Find(h.device);
+      if (live == nullptr) continue;
+      for (const PortInfo& port : live->ports) {
+        std::optional<engine_env::GivenGid> g =
+            engine_env::HolderValue(given, h.device, port.number);
+        if (!g) continue;
+        m.gid_index_stale.push_back({h, port.number, !engine_env::WhyGone(*g, live).empty()});
+      }
+    }
   }
   return m;
 }
@@ -169,7 +217,7 @@ std::string NodeJson(const StatusInput& in) {
       p["registration"] = r->mode;
       p["socket"] = r->socket;
     }
-    if (!pv.config.env.empty()) p["engine_env"] = EngineEnvJson(pv, node);
+    if (!pv.config.env.empty()) p["engine_env"] = EngineEnvJson(pv, node, in.pools.holds);
     pools.push_back(p);
   }
   out["pools"] = pools;

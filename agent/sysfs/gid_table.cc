@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/base/file_util.h"
 #include "agent/base/utf8.h"
 
@@ -151,17 +152,49 @@ absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const SysfsLayout& layout,
   return out;
 }
 
-RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa) {
+RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa,
+                          const std::vector<std::string>& own_netdevs) {
   RoceV2Ipv4 r;
+  std::vector<std::string> own = own_netdevs;
+  if (own.empty()) {
+    for (const GidEntry& e : port.gids) {
+      if (e.index == 0 && !e.netdev.empty()) own.push_back(e.netdev);
+    }
+  }
+  auto is_own = [&](const std::string& netdev) {
+    // No netdev known for the port: every entry is its own, as far as can be told.
+    return own.empty() || std::find(own.begin(), own.end(), netdev) != own.end();
+  };
+  std::vector<std::string> mine,
+      upper;  // "index 3 (10.0.2.15)", "index 2 (10.0.100.5 on eth0.100)"
   for (const GidEntry& e : port.gids) {
     if (e.type != GidType::kRoceV2) continue;
     auto bytes = ParseGid(e.gid);
     if (!bytes.ok() || !IsIpv4Mapped(*bytes)) continue;
+    if (!is_own(e.netdev)) {
+      ++r.on_upper;
+      upper.push_back(absl::StrCat("index ", e.index, " (", Ipv4Text(*bytes), " on ",
+                                   e.netdev.empty() ? "no netdev" : e.netdev, ")"));
+      continue;
+    }
+    mine.push_back(absl::StrCat("index ", e.index, " (", Ipv4Text(*bytes), ")"));
     if (++r.candidates > 1) continue;
     r.index = e.index;
     r.gid = e.gid;
     r.ipv4 = Ipv4Text(*bytes);
     r.netdev = e.netdev;
+  }
+  const std::string own_text = own.empty() ? "the port's netdev" : absl::StrJoin(own, "/");
+  if (r.candidates > 1) {
+    r.index.reset();
+    r.gid.clear();
+    r.ipv4.clear();
+    r.netdev.clear();
+    r.reason = absl::StrCat(
+        own_text, " has ", r.candidates, " RoCE v2 IPv4 GIDs (", absl::StrJoin(mine, ", "),
+        "): a second address or a floating VIP, and which one the peers reach cannot be told "
+        "here; set the index in the Pod spec");
+    return r;
   }
   if (r.index) return r;
   if (!port.gid_error.empty()) {
@@ -172,6 +205,13 @@ RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa) {
     r.reason = "InfiniBand port: no RoCE GIDs, the GID index does not apply";
   } else if (port.link_layer != "Ethernet") {
     r.reason = absl::StrCat("link layer '", port.link_layer, "': no RoCE GIDs");
+  } else if (r.on_upper > 0) {
+    r.reason = absl::StrCat("no RoCE v2 IPv4 GID on ", own_text,
+                            "; only on devices on top of it (VLAN, macvlan or "
+                            "bond): ",
+                            absl::StrJoin(upper, ", "),
+                            ", whose addresses the peers may not reach; set "
+                            "the index in the Pod spec to use one");
   } else {
     bool v2 = false;
     for (const GidEntry& e : port.gids) v2 = v2 || e.type == GidType::kRoceV2;

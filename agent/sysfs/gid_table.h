@@ -66,18 +66,29 @@ absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const SysfsLayout& layout,
                                                    const std::string& ibdev, int port,
                                                    GidScan scan = {});
 
-// The RoCE v2 IPv4 GID of a port, or why there is none.
+// The RoCE v2 IPv4 GID of a port's own netdev, or why there is none.
+//
+// The kernel adds to a RoCE port's table the addresses of its netdev and of
+// every upper device on it (VLANs, macvlans, a bond master; roce_gid_mgmt.c),
+// so the lowest RoCE v2 IPv4 index can be a VLAN's, a macvlan Pod's or a
+// floating VIP's address. Only entries whose gid_attrs/ndevs names the port's
+// own netdev are candidates, and only a single one is chosen: two on the own
+// netdev (a secondary address, a VIP) cannot be told apart from here.
 struct RoceV2Ipv4 {
-  std::optional<int> index;  // the lowest-index match
+  std::optional<int> index;  // set when exactly one candidate
   std::string gid;           // as in the table
   std::string ipv4;          // "10.0.2.15"
   std::string netdev;
-  int candidates = 0;  // matching entries (several IPv4 addresses or VLANs)
+  int candidates = 0;  // RoCE v2 IPv4 GIDs on the port's own netdev
+  int on_upper = 0;    // RoCE v2 IPv4 GIDs on other netdevs (upper devices)
   std::string reason;  // why index is unset: "InfiniBand port: no RoCE GIDs", ...
 };
-// Pure. The lowest index wins: the kernel fills the table from the bottom, so
-// that is the netdev's oldest IPv4 address.
-RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa);
+// Pure. `own_netdevs`: the device's own netdevs (RdmaDevice::netdevs: the PCI
+// function's net/*, rxe's parent). Empty: the netdev of the default GID
+// (index 0), which the kernel installs for the port's netdev (for a bonded
+// port: for the bond).
+RoceV2Ipv4 FindRoceV2Ipv4(const PortInfo& port, bool efa,
+                          const std::vector<std::string>& own_netdevs = {});
 
 }  // namespace fabric::gid
 

@@ -119,8 +119,13 @@ TEST(GidTableTest, HolesAndAChangingTable) {
   fs.SetGid("mlx5_0", 1, 5, b, "RoCE v2", "ens1f0np0");
   auto before = ReadGidTable(layout, "mlx5_0", 1);
   ASSERT_OK(before);
-  EXPECT_EQ(*FindRoceV2Ipv4(RocePort(*before), false).index, 3);
-  EXPECT_EQ(FindRoceV2Ipv4(RocePort(*before), false).candidates, 2);
+  // Two addresses on the port's own netdev: which one the peers reach cannot
+  // be told (a secondary address, a VIP), so none is chosen, and why is said.
+  RoceV2Ipv4 two = FindRoceV2Ipv4(RocePort(*before), false, {"ens1f0np0"});
+  EXPECT_FALSE(two.index.has_value());
+  EXPECT_EQ(two.candidates, 2);
+  EXPECT_THAT(two.reason, HasSubstr("ens1f0np0 has 2 RoCE v2 IPv4 GIDs (index 3 (10.1.0.5), "
+                                    "index 5 (10.2.0.5))"));
 
   fs.ClearGid("mlx5_0", 1, 2);  // 10.1.0.5 removed
   fs.ClearGid("mlx5_0", 1, 3);
@@ -139,7 +144,8 @@ TEST(GidTableTest, HolesAndAChangingTable) {
   auto quick = ReadGidTable(layout, "mlx5_0", 1, GidScan{limit});
   ASSERT_OK(quick);
   EXPECT_THAT(Indexes(*quick), ElementsAre(0, 1, 2, 3, 4, 5));
-  EXPECT_EQ(FindRoceV2Ipv4(RocePort(*quick), false).ipv4, "10.3.0.5");
+  EXPECT_EQ(FindRoceV2Ipv4(RocePort(*quick), false).candidates, 2);
+  EXPECT_EQ((*quick)[3].gid, FakeSysfs::Ipv4Gid("10.3.0.5"));
   // Slots at or past the limit are not read.
   fs.SetGid("mlx5_0", 1, 200, FakeSysfs::Ipv4Gid("10.9.0.5"), "RoCE v2", "ens1f0np0");
   auto bounded = ReadGidTable(layout, "mlx5_0", 1, GidScan{limit});
@@ -148,6 +154,57 @@ TEST(GidTableTest, HolesAndAChangingTable) {
   auto full = ReadGidTable(layout, "mlx5_0", 1);
   ASSERT_OK(full);
   EXPECT_EQ(full->back().index, 200);
+}
+
+// Issue 32, item 11: the kernel adds the addresses of a RoCE netdev's upper
+// devices (VLANs, macvlans, bond masters) to its port's table. A VLAN's
+// address at a lower index than the port's own must not be chosen.
+TEST(GidTableTest, AVlanAddressBelowThePortsOwnIsNotChosen) {
+  FakeSysfs fs;
+  fs.AddRxe("rxe0", "eth0");
+  fs.SetGidTableLength("rxe0", 1, 1024);
+  fs.ClearGid("rxe0", 1, 1);
+  fs.SetGid("rxe0", 1, 2, FakeSysfs::Ipv4Gid("10.0.100.5"), "RoCE v2", "eth0.100");
+  fs.SetGid("rxe0", 1, 3, FakeSysfs::Ipv4Gid("10.0.2.15"), "RoCE v2", "eth0");
+  auto t = ReadGidTable(SysfsLayout(fs.paths()), "rxe0", 1);
+  ASSERT_OK(t);
+  EXPECT_THAT(Indexes(*t), ElementsAre(0, 2, 3));
+  EXPECT_EQ((*t)[1].netdev, "eth0.100");
+  // The port's own netdev from the default GID (index 0), as fabricctl has it.
+  RoceV2Ipv4 c = FindRoceV2Ipv4(RocePort(*t), false);
+  ASSERT_TRUE(c.index.has_value()) << c.reason;
+  EXPECT_EQ(*c.index, 3);
+  EXPECT_EQ(c.ipv4, "10.0.2.15");
+  EXPECT_EQ(c.netdev, "eth0");
+  EXPECT_EQ(c.candidates, 1);
+}
+
+// The port's own netdev is the device's (the PCI function's net/*, rxe's
+// parent) when discovery has it. Only an upper device's addresses: no index,
+// and the reason names them. A macvlan's address, even alone, is not chosen.
+TEST(GidTableTest, OnlyUpperDevicesAddressesGiveNoIndex) {
+  std::vector<GidEntry> t = {
+      {0, kLinkLocal, GidType::kIbRoceV1, "ens1f0np0"},
+      {1, kLinkLocal, GidType::kRoceV2, "ens1f0np0"},
+      {2, "0000:0000:0000:0000:0000:ffff:0a00:6405", GidType::kIbRoceV1, "ens1f0np0.100"},
+      {3, "0000:0000:0000:0000:0000:ffff:0a00:6405", GidType::kRoceV2, "ens1f0np0.100"},
+      {4, "0000:0000:0000:0000:0000:ffff:0a00:0709", GidType::kRoceV2, "mvl-pod1"}};
+  RoceV2Ipv4 c = FindRoceV2Ipv4(RocePort(t), false, {"ens1f0np0"});
+  EXPECT_FALSE(c.index.has_value());
+  EXPECT_EQ(c.candidates, 0);
+  EXPECT_EQ(c.on_upper, 2);
+  EXPECT_THAT(c.reason,
+              HasSubstr("no RoCE v2 IPv4 GID on ens1f0np0; only on devices on top of it"));
+  EXPECT_THAT(c.reason, HasSubstr("index 3 (10.0.100.5 on ens1f0np0.100)"));
+  EXPECT_THAT(c.reason, HasSubstr("index 4 (10.0.7.9 on mvl-pod1)"));
+  // The port's own address added: that one, whatever sits below it.
+  t.push_back({5, "0000:0000:0000:0000:0000:ffff:0a00:020f", GidType::kRoceV2, "ens1f0np0"});
+  c = FindRoceV2Ipv4(RocePort(t), false, {"ens1f0np0"});
+  ASSERT_TRUE(c.index.has_value());
+  EXPECT_EQ(*c.index, 5);
+  EXPECT_EQ(c.netdev, "ens1f0np0");
+  EXPECT_EQ(c.candidates, 1);
+  EXPECT_EQ(c.on_upper, 2);
 }
 
 TEST(GidTableTest, IpvSixOnlyOrVersionOneOnlyHasNoIndex) {

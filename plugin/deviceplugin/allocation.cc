@@ -88,6 +88,7 @@ absl::StatusOr<ContainerGrant> AllocateContainer(const PoolSnapshot& snap,
   engine_env::EngineEnv engine = engine_env::ForGrant(snap.env, granted);
   for (auto& [name, value] : engine.vars) (*resp.mutable_envs())[name] = std::move(value);
   grant.notes = std::move(engine.notes);
+  grant.given = std::move(engine.given);
   return grant;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/engine_env/gid_ledger.h"
 #include "agent/pools/pool_snapshot.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 
@@ -23,6 +24,8 @@ struct ContainerGrant {
   v1beta1::ContainerAllocateResponse response;
   // Engine variables the pool's presets left out, and why (for the log).
   std::vector<std::string> notes;
+  // The GIDs its GID index variables named, per port (the pool's GidLedger).
+  std::vector<engine_env::GivenGid> given;
 };
 
 // The response for one container: a DeviceSpec ("rw") per distinct granted

@@ -159,7 +159,7 @@ RdmaDevice Rxe(const std::string& name, int uverbs, int ipv4_index) {
 TEST(AllocateEnvTest, ExclusivePoolWithMooncakeNcclUcx) {
   Fixture f(PoolMode::kExclusive, {Rxe("rxe0", 0, 1), Rxe("rxe1", 1, 1)});
   f.pool.name = "device.gpustack.ai/rdma";
-  f.pool.env = {EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kUcx};
+  f.pool.env = {EnvPreset::kMooncake, EnvPreset::kNccl, EnvPreset::kNcclGidIndex, EnvPreset::kUcx};
   f.Rebuild();
   auto r = AllocateContainer(*f.snap, Req({"rxe1", "rxe0"}));
   ASSERT_OK(r);
@@ -172,6 +172,10 @@ TEST(AllocateEnvTest, ExclusivePoolWithMooncakeNcclUcx) {
                            Pair("NCCL_IB_HCA", "=rxe1:1,rxe0:1"), Pair("NCCL_IB_GID_INDEX", "1"),
                            Pair("UCX_NET_DEVICES", "rxe1:1,rxe0:1")));
   EXPECT_TRUE(r->notes.empty());
+  // What the index variables named, per port, for the pool's GID ledger.
+  ASSERT_EQ(r->given.size(), 2u);
+  EXPECT_EQ(r->given[0].device, "rxe1");
+  EXPECT_EQ(r->given[0].index, 1);
 }
 
 TEST(AllocateEnvTest, DisagreeingDevicesLeaveTheIndexOutAndSayWhy) {
@@ -197,7 +201,8 @@ TEST(AllocateEnvTest, SharedTokensNameTheirDeviceOnce) {
   ASSERT_OK(r);
   EXPECT_EQ(r->response.envs().at("UCX_NET_DEVICES"), "rxe0:1");
   EXPECT_EQ(r->response.envs().at("NCCL_IB_HCA"), "=rxe0:1");
-  EXPECT_EQ(r->response.envs().at("NCCL_IB_GID_INDEX"), "1");
+  // `nccl` leaves the index to NCCL's own selection (2.21+).
+  EXPECT_EQ(r->response.envs().count("NCCL_IB_GID_INDEX"), 0u);
 }
 
 TEST(AllocateEnvTest, EfaPoolWithLibfabricAndNoPresetsAtAll) {

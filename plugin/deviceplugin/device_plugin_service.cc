@@ -154,6 +154,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
                           absl::StrCat(snap->resource, ": no container requests"));
   }
   std::vector<std::string> notes;
+  std::vector<engine_env::GivenGid> given;
   for (const auto& creq : req->container_requests()) {
     auto c = AllocateContainer(*snap, creq);
     if (!c.ok()) {
@@ -162,6 +163,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     }
     *resp->add_container_responses() = std::move(c->response);
     notes.insert(notes.end(), c->notes.begin(), c->notes.end());
+    given.insert(given.end(), c->given.begin(), c->given.end());
   }
   if (status.ok() && check_) status = ToGrpcStatus(check_(*snap));
   if (status.ok()) {
@@ -187,6 +189,8 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
       for (const auto& id : c.devices_ids()) ids += (ids.empty() ? "" : ",") + id;
     }
     LogInfo(Component::kPlugin, "{}: allocated {}", snap->resource, ids);
+    // What the GID index variables named, so a later table change is seen.
+    pool_->gid_ledger().Record(given, snap->mode == PoolMode::kExclusive);
     // Once per distinct reason: several containers usually share one.
     std::sort(notes.begin(), notes.end());
     notes.erase(std::unique(notes.begin(), notes.end()), notes.end());

@@ -28,6 +28,10 @@ struct KernelEntry {
   std::string kern_name;    // kernel resource: RES_KERN_NAME when non-empty
   uint64_t mr_bytes = 0;    // MRs
   bool old_layout = false;  // Linux 4.18-5.0: no CQN/MRN/PDN, no PDN/CTXN links
+  // A user resource's links (Linux 5.1+): a QP's or MR's PD, a PD's or CQ's
+  // device context; nullopt leaves the attribute out. The kernel links no
+  // kernel resource.
+  std::optional<uint32_t> pdn = 1, ctxn = 0;
   // QPs: enum ib_qp_type and ib_qp_state as ib_query_qp reports them; nullopt
   // leaves the attribute out, as a reply the parser must still take.
   std::optional<uint8_t> qp_type = 2;   // IB_QPT_RC
@@ -59,7 +63,8 @@ inline KernelEntry GsiEntry(uint32_t port) {
 }
 
 // What the parser makes of an entry built by MessageBuilder: a QP is RC and
-// RTS, ib_core's the GSI QP (KernelEntry's defaults, GsiEntry).
+// RTS, ib_core's the GSI QP (KernelEntry's defaults, GsiEntry); a user QP or
+// MR is in PD 1, a user PD or CQ in context 0.
 inline RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t port, uint32_t id,
                         uint32_t pid, const std::string& kern = "", uint64_t mr_bytes = 0) {
   RdmaResource r;
@@ -73,6 +78,10 @@ inline RdmaResource Res(ResourceKind kind, const std::string& dev, uint32_t port
   if (kind == ResourceKind::kQp) {
     r.qp_type = kern == "ib_core" ? kQpTypeGsi : 2;  // GSI or RC
     r.qp_state = kQpStateRts;
+  }
+  if (kern.empty()) {
+    if (kind == ResourceKind::kQp || kind == ResourceKind::kMr) r.pdn = 1;
+    if (kind == ResourceKind::kPd || kind == ResourceKind::kCq) r.ctxn = 0;
   }
   return r;
 }
@@ -113,7 +122,9 @@ class MessageBuilder {
       case ResourceKind::kQp:
         if (e.port) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_PORT_INDEX, e.port);
         mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_LQPN, e.id);
-        if (!kernel && !e.old_layout) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, 1);
+        if (!kernel && !e.old_layout && e.pdn) {
+          mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, *e.pdn);
+        }
         NamePid(e);
         // fill_res_qp_entry_query: the connected types' peer, then the rest.
         if (e.qp_type == 2 || e.qp_type == 3) {  // RC, UC
@@ -134,7 +145,7 @@ class MessageBuilder {
         if (!e.old_layout) {
           mnl_attr_put_u8(nlh_, RDMA_NLDEV_ATTR_DEV_DIM, 0);
           mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CQN, e.id);
-          if (!kernel) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CTXN, 0);
+          if (!kernel && e.ctxn) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CTXN, *e.ctxn);
         }
         NamePid(e);
         break;
@@ -142,7 +153,7 @@ class MessageBuilder {
         mnl_attr_put_u64(nlh_, RDMA_NLDEV_ATTR_RES_MRLEN, e.mr_bytes);
         if (!e.old_layout) {
           mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_MRN, e.id);
-          if (!kernel) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, 1);
+          if (!kernel && e.pdn) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, *e.pdn);
         }
         NamePid(e);
         break;
@@ -150,8 +161,14 @@ class MessageBuilder {
         mnl_attr_put_u64(nlh_, RDMA_NLDEV_ATTR_RES_USECNT, 3);
         if (!e.old_layout) {
           mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_PDN, e.id);
-          if (!kernel) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CTXN, 0);
+          if (!kernel && e.ctxn) mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CTXN, *e.ctxn);
         }
+        NamePid(e);
+        break;
+      case ResourceKind::kCtx:
+        // fill_res_ctx_entry. It skips a kernel context, of which there are
+        // none (a ucontext is made by a process opening the device).
+        mnl_attr_put_u32(nlh_, RDMA_NLDEV_ATTR_RES_CTXN, e.id);
         NamePid(e);
         break;
     }
@@ -166,6 +183,8 @@ class MessageBuilder {
         return RDMA_NLDEV_ATTR_RES_CQ;
       case ResourceKind::kMr:
         return RDMA_NLDEV_ATTR_RES_MR;
+      case ResourceKind::kCtx:
+        return RDMA_NLDEV_ATTR_RES_CTX;
       case ResourceKind::kPd:
         break;
     }

@@ -12,8 +12,10 @@
 //    none is the zero GID, each GID parses, each netdev is a usable name;
 //  - a bounded read (GidScan::limit) returns exactly the full read's entries
 //    below the limit;
-//  - FindRoceV2Ipv4's index, when set, is an entry of type RoCE v2 whose GID is
-//    IPv4-mapped, the lowest such index, and candidates counts them all.
+//  - FindRoceV2Ipv4 (the port's own netdev: "eth0") counts the RoCE v2
+//    IPv4-mapped entries on eth0 as candidates and the others as on_upper,
+//    sets the index exactly when there is one candidate, to that entry's,
+//    and otherwise says why.
 #include <fcntl.h>
 #include <ftw.h>
 #include <fuzzer/FuzzedDataProvider.h>
@@ -159,17 +161,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fabric::PortInfo port;
   port.link_layer = "Ethernet";
   port.gids = *full;
-  const gid::RoceV2Ipv4 c = gid::FindRoceV2Ipv4(port, false);
-  int count = 0, lowest = -1;
+  const gid::RoceV2Ipv4 c = gid::FindRoceV2Ipv4(port, false, {"eth0"});
+  int own = 0, upper = 0, only = -1;
   for (const GidEntry& e : *full) {
     if (e.type == GidType::kRoceV2 && gid::IsIpv4Mapped(*gid::ParseGid(e.gid))) {
-      ++count;
-      if (lowest < 0) lowest = e.index;
+      if (e.netdev == "eth0") {
+        ++own;
+        only = e.index;
+      } else {
+        ++upper;
+      }
     }
   }
-  FUZZ_CHECK(c.candidates == count);
-  FUZZ_CHECK(c.index.has_value() == (count > 0));
-  if (c.index) FUZZ_CHECK(*c.index == lowest && !c.ipv4.empty());
+  FUZZ_CHECK(c.candidates == own);
+  FUZZ_CHECK(c.on_upper == upper);
+  FUZZ_CHECK(c.index.has_value() == (own == 1));
+  if (c.index) FUZZ_CHECK(*c.index == only && !c.ipv4.empty() && c.netdev == "eth0");
   if (!c.index) FUZZ_CHECK(!c.reason.empty());
   return 0;
 }

@@ -1,14 +1,16 @@
 // The kernel's RDMA netlink resource dumps as the agent receives them:
 // agent/restrack/restrack_wire.h FeedBuffer (framing through libmnl) into a
-// ResourceDumpParser (RDMA_NLDEV_CMD_RES_{QP,CQ,MR,PD}_GET replies) or a
+// ResourceDumpParser (RDMA_NLDEV_CMD_RES_{QP,CQ,MR,PD,CTX}_GET replies) or a
 // DeviceListParser (RDMA_NLDEV_CMD_GET).
-// Input: byte 0 picks the parser (bits 0-1: qp/cq/mr/pd; bit 2: the device
-// list instead); the rest is one received datagram (netlink messages).
+// Input: byte 0 picks the parser (bits 0-1: qp/cq/mr/pd; bit 3: ctx instead;
+// bit 2: the device list instead of either); the rest is one received
+// datagram (netlink messages).
 // Invariant: no crash, no read outside the input; a refusal is kInvalidArgument
 // or kResourceExhausted naming the command; every accepted entry is of the
 // asked kind, on a clean non-empty device name, with a clean kern_name and at
 // most one owner (pid or kern_name), mr_bytes only on MRs, a port only on
-// QPs; dropped + accepted never exceed the entries seen; and the accepted
+// QPs, a PD link only on user QPs and MRs, a context link only on user PDs
+// and CQs; dropped + accepted never exceed the entries seen; and the accepted
 // entries, written back the way the kernel lays them out, parse the same.
 #include <cstddef>
 #include <cstdint>
@@ -50,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(list.devices().size() <= wire::kMaxDevices);
     return 0;
   }
-  const auto kind = static_cast<ResourceKind>(data[0] & 3);
+  const auto kind = (data[0] & 8) ? ResourceKind::kCtx : static_cast<ResourceKind>(data[0] & 3);
   const char* command = wire::CommandName(kind);
   wire::ResourceDumpParser parser(kind, std::nullopt, kMaxEntries);
   wire::FeedResult r = wire::FeedBuffer(datagram, 0, 0, parser, command);
@@ -80,6 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(res.pid == 0 || res.kern_name.empty());
       FUZZ_CHECK(kind == ResourceKind::kMr || res.mr_bytes == 0);
       FUZZ_CHECK(kind == ResourceKind::kQp || res.port == 0);
+      FUZZ_CHECK(!res.pdn || ((kind == ResourceKind::kQp || kind == ResourceKind::kMr) &&
+                              res.kern_name.empty()));
+      FUZZ_CHECK(!res.ctxn || ((kind == ResourceKind::kPd || kind == ResourceKind::kCq) &&
+                               res.kern_name.empty()));
       rt::KernelEntry e;
       e.port = res.port;
       e.id = res.id;
@@ -88,6 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       e.mr_bytes = res.mr_bytes;
       e.qp_type = res.qp_type;
       e.qp_state = res.qp_state;
+      e.pdn = res.pdn;
+      e.ctxn = res.ctxn;
       entries.push_back(e);
     }
     again += rt::ResourceMessage(kind, 1, got[i].device, entries);

@@ -24,6 +24,7 @@
 namespace fabric {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 using integration::AllRegistered;
@@ -243,7 +244,7 @@ TEST_F(PoolsIntegrationTest, NextAllocateAnswersFromTheChangedGidTable) {
   const std::string cfg = dir_.path() + "/config.yaml";
   ASSERT_OK(WriteFileAtomic(cfg,
                             "pools:\n  - name: device.gpustack.ai/rdma\n    selector: {}\n"
-                            "    env: [mooncake, nccl, ucx]\n"));
+                            "    env: [mooncake, nccl, nccl-gid-index, ucx]\n"));
   AgentOptions o = Options("rxe");
   o.paths.sysfs_root = fs.sys_root();
   o.paths.dev_root = fs.dev_root();
@@ -277,7 +278,7 @@ TEST_F(PoolsIntegrationTest, NextAllocateAnswersFromTheChangedGidTable) {
   // /v1/node says what a grant gets, per port.
   nlohmann::json node = nlohmann::json::parse(agent_->NodeJson());
   const nlohmann::json& env = node["pools"][0]["engine_env"];
-  EXPECT_EQ(env["presets"], nlohmann::json({"mooncake", "nccl", "ucx"}));
+  EXPECT_EQ(env["presets"], nlohmann::json({"mooncake", "nccl", "nccl-gid-index", "ucx"}));
   EXPECT_EQ(env["ports"][0]["gid_index"], 2);
   EXPECT_EQ(env["ports"][0]["ipv4"], "10.0.3.15");
   EXPECT_EQ(env["gid_index_all_devices"], 2);
@@ -296,6 +297,58 @@ TEST_F(PoolsIntegrationTest, NextAllocateAnswersFromTheChangedGidTable) {
   ASSERT_OK(none);
   EXPECT_EQ(none->envs().count("MC_GID_INDEX"), 0u);
   EXPECT_EQ(none->envs().at("UCX_NET_DEVICES"), "rxe0:1");
+}
+
+// Issue 32, item 12: the GID index is fixed at Allocate. When its address
+// leaves the table later (a DHCP renew, a VIP moved away), the container's
+// MC_GID_INDEX names an empty slot: /v1/node and the metric say so.
+TEST_F(PoolsIntegrationTest, AGidThatLeavesTheTableAfterAllocateIsSaidStale) {
+  testing::FakeSysfs fs(dir_.path() + "/node");
+  fs.AddRxe("rxe0", "eth0");
+  fs.SetGidTableLength("rxe0", 1, 1024);
+  fs.AddRdmaCm(124);
+  const std::string cfg = dir_.path() + "/config.yaml";
+  ASSERT_OK(WriteFileAtomic(cfg,
+                            "pools:\n  - name: device.gpustack.ai/rdma\n    selector: {}\n"
+                            "    env: [mooncake, ucx]\n"));
+  AgentOptions o = Options("rxe");
+  o.paths.sysfs_root = fs.sys_root();
+  o.paths.dev_root = fs.dev_root();
+  o.config_path = cfg;
+  Start(o, 1);
+  auto grant = kubelet_.Allocate(kRdma, 1, "p1");
+  ASSERT_OK(grant);
+  ASSERT_EQ(grant->envs().at("MC_GID_INDEX"), "1");
+  podres_.SetPods({{"ml", "p1", {{"engine", {{kRdma, "rxe0", {}}}}}}});
+  const std::string series =
+      "fabric_pod_gid_index_stale{namespace=\"ml\",pod=\"p1\",container=\"engine\","
+      "device=\"rxe0\",port=\"1\"}";
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] { return agent_->MetricsText().find(series + " 0") != std::string::npos; },
+      absl::Seconds(10)))
+      << agent_->MetricsText();
+  nlohmann::json given =
+      nlohmann::json::parse(agent_->NodeJson())["pools"][0]["engine_env"]["given"];
+  ASSERT_EQ(given.size(), 1u) << given;
+  EXPECT_EQ(given[0]["device"], "rxe0");
+  EXPECT_EQ(given[0]["gid_index"], 1);
+  EXPECT_EQ(given[0]["ipv4"], "10.0.2.15");
+  EXPECT_EQ(given[0]["in_table"], true);
+
+  // The address moves: 10.0.2.15 removed, 10.0.3.15 added in the next free slot.
+  fs.ClearGid("rxe0", 1, 1);
+  fs.SetGid("rxe0", 1, 2, testing::FakeSysfs::Ipv4Gid("10.0.3.15"), "RoCE v2", "eth0");
+  ASSERT_TRUE(kubelet_.WaitFor(
+      [&] { return agent_->MetricsText().find(series + " 1") != std::string::npos; },
+      absl::Seconds(10)))
+      << agent_->MetricsText();
+  given = nlohmann::json::parse(agent_->NodeJson())["pools"][0]["engine_env"]["given"];
+  ASSERT_EQ(given.size(), 1u) << given;
+  EXPECT_EQ(given[0]["in_table"], false);
+  EXPECT_THAT(
+      given[0]["gone"].get<std::string>(),
+      AllOf(HasSubstr("MC_GID_INDEX=1 (10.0.2.15 on eth0)"), HasSubstr("index 1 is empty now"),
+            HasSubstr("10.0.2.15 has left rxe0 port 1's table")));
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ CheckFacts CollectCheckFacts(const CheckOptions& options) {
   f.nodes = CollectDeviceNodes(options.dev_root, options.sysfs_root);
   f.memlock = CollectMemlock();
   f.gid_env = CollectGidEnv();
-  FabricRun fabric = CollectFabric(f.nodes, options.dev_root, options.mr_size);
+  FabricRun fabric = CollectFabric(f.nodes, options.dev_root, options.sysfs_root, options.mr_size);
   f.fabric = std::move(fabric.devices);
   f.fabric_skipped = std::move(fabric.skipped_reason);
   f.providers = CollectProviders(&f.provider_error);

@@ -26,7 +26,7 @@ StageView JudgeGid(const FabricDeviceFacts& d, const GidEnv& env) {
     if (p.number == d.gid_port) port.link_layer = p.link_layer;
   }
   port.gids = d.gids;
-  const gid::RoceV2Ipv4 choice = gid::FindRoceV2Ipv4(port, d.efa);
+  const gid::RoceV2Ipv4 choice = gid::FindRoceV2Ipv4(port, d.efa, d.netdevs);
   std::string summary =
       choice.index
           ? fmt::format("port {}: RoCE v2 IPv4 GID index {} ({}{}{})", d.gid_port, *choice.index,
@@ -35,7 +35,19 @@ StageView JudgeGid(const FabricDeviceFacts& d, const GidEnv& env) {
   std::vector<std::string> problems, matched;
   auto judge = [&](const char* name, const std::optional<std::string>& value) {
     if (!value) return;
+    if (d.efa) {
+      // A mixed grant's variables name its RoCE ports' index: NCCL reaches
+      // EFA through aws-ofi-nccl and Mooncake's EFA transport through
+      // libfabric, neither of which reads them.
+      matched.push_back(fmt::format("{}={}: not used on EFA", name, *value));
+      return;
+    }
     int index = -1;
+    if (absl::SimpleAtoi(*value, &index) && index == -1) {
+      // NCCL's default and Mooncake's "unset" (config.h): the engine selects.
+      matched.push_back(fmt::format("{}=-1: the engine selects the GID itself", name));
+      return;
+    }
     if (!absl::SimpleAtoi(*value, &index) || index < 0) {
       problems.push_back(fmt::format("{}='{}' is not a GID index", name, *value));
       return;
@@ -59,8 +71,8 @@ StageView JudgeGid(const FabricDeviceFacts& d, const GidEnv& env) {
     std::string joined;
     for (const std::string& p : problems) joined += (joined.empty() ? "" : "; ") + p;
     v.message = fmt::format(
-        "{} on {} {}: unset it, or set {} (the agent's mooncake/nccl env presets set it from the "
-        "granted port)",
+        "{} on {} {}: unset it (or -1: the engine selects), or set {} (the agent's mooncake and "
+        "nccl-gid-index env presets set it from the granted port)",
         joined, d.ibdev, summary,
         choice.index ? std::to_string(*choice.index) : "a populated index");
     return v;
@@ -217,7 +229,7 @@ nlohmann::ordered_json FabricDeviceJson(const FabricDeviceFacts& d, const GidEnv
           if (p.number == d.gid_port) port.link_layer = p.link_layer;
         }
         port.gids = d.gids;
-        const gid::RoceV2Ipv4 c = gid::FindRoceV2Ipv4(port, d.efa);
+        const gid::RoceV2Ipv4 c = gid::FindRoceV2Ipv4(port, d.efa, d.netdevs);
         j["port"] = d.gid_port;
         j["roce_v2_ipv4_index"] = c.index ? json(*c.index) : json(nullptr);
         j["entries"] = table;

@@ -5,7 +5,8 @@
 //   1 open      our open(2) of the verbs node (the real errno), then ibv_open_device
 //   2 port      ibv_query_port: state, link layer, active MTU
 //   3 gid       the GID table with types; the RoCE v2 IPv4 index against
-//               MC_GID_INDEX / NCCL_IB_GID_INDEX when they are set
+//               MC_GID_INDEX / NCCL_IB_GID_INDEX when they are set (-1, the
+//               engines' own selection, is accepted; EFA uses neither)
 //   4 mr        ibv_alloc_pd + ibv_reg_mr of --mr-size (memlock)
 //   5 qp        ibv_create_cq + a QP: RC (IB, RoCE) or SRD through efadv (EFA)
 //   6 loopback  RC only: the QP connected to a second QP on the same port,
@@ -58,6 +59,10 @@ struct FabricDeviceFacts {
   StageOutcome gid;  // 3: the table was read (the judgement is StagesOf's)
   int gid_port = 0;  // the port stages 3-6 use (the first)
   std::vector<GidEntry> gids;
+  // The device's own netdevs as this container's sysfs shows them (the PCI
+  // function's net/*, rxe's parent): a Pod's netns hides the host's, and
+  // the default GID's netdev stands in (gid::FindRoceV2Ipv4).
+  std::vector<std::string> netdevs;
   StageOutcome mr;  // 4
   uint64_t mr_bytes = 0;
   StageOutcome qp;      // 5

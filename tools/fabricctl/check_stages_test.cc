@@ -9,6 +9,8 @@
 
 #include <cerrno>
 
+#include "test/testing/fake_sysfs.h"
+#include "tools/fabricctl/check_verbs.h"
 #include "tools/fabricctl/check_verdict.h"
 
 namespace fabric::fabricctl {
@@ -105,6 +107,43 @@ TEST(StagesTest, GidVariablesAreCheckedAgainstTheTable) {
   EXPECT_THAT(r.summary, HasSubstr("NCCL_IB_GID_INDEX=0 but the RoCE v2 IPv4 GID is index 1"));
   f.gid_env = {"one", std::nullopt};
   EXPECT_THAT(Decide(f, CheckPolicy{}).summary, HasSubstr("MC_GID_INDEX='one' is not a GID index"));
+}
+
+// Issue 32, item 14: -1 is the engines' own "select it yourself" (NCCL's
+// default; Mooncake's config.h), not a wrong index.
+TEST(StagesTest, MinusOneIsTheEnginesAutoSelect) {
+  const FabricDeviceFacts d = Rxe();
+  CheckFacts f = Facts({d});
+  f.gid_env = {"-1", "-1"};
+  CheckReport r = Decide(f, CheckPolicy{});
+  EXPECT_EQ(r.verdict, Verdict::kOk) << r.summary;
+  const auto stages = StagesOf(d, f.gid_env, {});
+  EXPECT_EQ(stages[2].status, StageStatus::kOk);
+  EXPECT_THAT(stages[2].message, HasSubstr("MC_GID_INDEX=-1: the engine selects"));
+  EXPECT_THAT(stages[2].message, HasSubstr("NCCL_IB_GID_INDEX=-1: the engine selects"));
+  // Other negative numbers are no engine's value.
+  f.gid_env = {"-2", std::nullopt};
+  EXPECT_EQ(Decide(f, CheckPolicy{}).verdict, Verdict::kGidMismatch);
+}
+
+// Issue 32, item 14: in a mixed EFA + RoCE grant the GID variables name the
+// RoCE port's index; the EFA device (one GID, no RoCE) does not use them.
+TEST(StagesTest, GidVariablesDoNotApplyToAnEfaDevice) {
+  FabricDeviceFacts efa = Rxe();
+  efa.ibdev = "rdmap79s0";
+  efa.node = "infiniband/uverbs1";
+  efa.efa = true;
+  efa.ports[0].link_layer = "Unspecified";
+  efa.gids = {{0, kLinkLocal, GidType::kIbRoceV1, ""}};
+  efa.qp_type = "SRD";
+  efa.loopback = {StageStatus::kSkipped, 0, "SRD: no RC loopback"};
+  CheckFacts f = Facts({Rxe(), efa});
+  f.gid_env = {"1", "1"};
+  CheckReport r = Decide(f, CheckPolicy{});
+  EXPECT_EQ(r.verdict, Verdict::kOk) << r.summary;
+  const auto stages = StagesOf(efa, f.gid_env, {});
+  EXPECT_EQ(stages[2].status, StageStatus::kOk);
+  EXPECT_THAT(stages[2].message, HasSubstr("EFA"));
 }
 
 TEST(StagesTest, InfinibandIgnoresTheMissingRoceGidButNotAnEmptySlot) {
@@ -250,6 +289,19 @@ TEST(StagesTest, AnotherDevRootRunsStageOneOnly) {
   f.memlock = {};
   EXPECT_EQ(Decide(f, CheckPolicy{}).verdict, Verdict::kOk);
   EXPECT_THAT(Decide(f, CheckPolicy{}).findings, IsEmpty());
+}
+
+// Issue 32, item 16: in a Pod with its own network namespace the interface
+// index ibv_query_gid_table reports is the host's; the same index here is
+// another interface (1 is lo in every netns). The netdev is named as the
+// kernel names it in sysfs, the name the agent reads too.
+TEST(GidNetdevNameTest, TheKernelsNameNotThisNetnsInterfaceOfTheSameIndex) {
+  testing::FakeSysfs fs;
+  fs.AddRxe("rxe0", "d0");
+  const std::string root = fs.paths().sysfs_root;
+  EXPECT_EQ(GidNetdevName(root, "rxe0", 1, 1, /*ndev_ifindex=*/1), "d0");
+  EXPECT_EQ(GidNetdevName(root, "rxe0", 1, 1, 0), "") << "the kernel names no netdev";
+  EXPECT_EQ(GidNetdevName(root, "rxe0", 1, 9, 1), "") << "no ndevs file: not named";
 }
 
 }  // namespace

@@ -10,7 +10,11 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "agent/base/file_util.h"
+#include "agent/base/utf8.h"
 #include "agent/sysfs/gid_table.h"
+#include "agent/sysfs/sysfs_layout.h"
 #include "agent/verbs/verbs_handles.h"
 #include "tools/fabricctl/check_verdict.h"
 
@@ -118,7 +122,7 @@ void Stage2Port(FabricDeviceFacts& d, Opened& o) {
   if (!d.ports.empty()) d.gid_port = d.ports.front().number;
 }
 
-void Stage3Gid(FabricDeviceFacts& d, Opened& o) {
+void Stage3Gid(FabricDeviceFacts& d, Opened& o, const std::string& sysfs_root) {
   size_t max = 0;
   for (const PortFacts& p : d.ports) max += static_cast<size_t>(p.gid_table_len);
   std::vector<ibv_gid_entry> entries(std::max<size_t>(max, 1));
@@ -131,11 +135,10 @@ void Stage3Gid(FabricDeviceFacts& d, Opened& o) {
     g.index = static_cast<int>(e.gid_index);
     g.gid = GidText(e.gid);
     g.type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? GidType::kRoceV2 : GidType::kIbRoceV1;
-    char name[IF_NAMESIZE] = {};
-    // The netdev may live in another netns than this container's: no name then.
-    if (e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, name) != nullptr) g.netdev = name;
+    g.netdev = GidNetdevName(sysfs_root, d.ibdev, d.gid_port, g.index, e.ndev_ifindex);
     d.gids.push_back(std::move(g));
   }
+  d.netdevs = DeviceNetdevs(sysfs_root, d.ibdev);
   d.gid.status = StageStatus::kOk;
 }
 
@@ -276,7 +279,7 @@ int LoopbackGidIndex(const FabricDeviceFacts& d) {
   PortInfo port;
   port.link_layer = "Ethernet";
   port.gids = d.gids;
-  if (auto c = gid::FindRoceV2Ipv4(port, false); c.index) return *c.index;
+  if (auto c = gid::FindRoceV2Ipv4(port, false, d.netdevs); c.index) return *c.index;
   for (const GidEntry& e : d.gids) {
     if (e.type == GidType::kRoceV2) return e.index;
   }
@@ -361,8 +364,33 @@ void LoopbackRc(FabricDeviceFacts& d, Opened& o) {
 
 }  // namespace
 
+std::string GidNetdevName(const std::string& sysfs_root, const std::string& ibdev, int port,
+                          int index, uint32_t ndev_ifindex) {
+  if (ndev_ifindex == 0) return "";  // the kernel names none (IB, EFA)
+  const SysfsLayout layout(sysfs_root);
+  auto name = ReadTrimmed(absl::StrCat(layout.PortGidNdevsDir(ibdev, port), "/", index));
+  if (!name.ok() || !CheckExternalName("netdev name", *name, IF_NAMESIZE - 1).ok()) return "";
+  return *name;
+}
+
+std::vector<std::string> DeviceNetdevs(const std::string& sysfs_root, const std::string& ibdev) {
+  const SysfsLayout layout(sysfs_root);
+  std::vector<std::string> out;
+  if (auto names = ListDir(layout.PciFunctionLink(ibdev) + "/net"); names.ok()) {
+    out = *std::move(names);
+  } else if (auto parent = ReadTrimmed(layout.DeviceDir(ibdev) + "/parent"); parent.ok()) {
+    out.push_back(*parent);
+  }
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const std::string& n) {
+                             return !CheckExternalName("netdev name", n, IF_NAMESIZE - 1).ok();
+                           }),
+            out.end());
+  return out;
+}
+
 FabricRun CollectFabric(const std::vector<DeviceNodeFacts>& nodes, const std::string& dev_root,
-                        uint64_t mr_size) {
+                        const std::string& sysfs_root, uint64_t mr_size) {
   FabricRun run;
   if (dev_root != "/dev") {
     run.skipped_reason = fmt::format(
@@ -412,7 +440,7 @@ FabricRun CollectFabric(const std::vector<DeviceNodeFacts>& nodes, const std::st
           if (d.ports.empty()) {
             Skip(&d.gid, "no port");
           } else {
-            Stage3Gid(d, o);
+            Stage3Gid(d, o, sysfs_root);
           }
           Stage4Mr(d, o, mr_size);
           if (o.pd) {

@@ -21,8 +21,11 @@
 #      before its QPs) and sends over TCP while o-shared-active moves RDMA on rxe2: tcp, a fallback
 #      (it was rdma), and o-shared-active stays the sole owner (it was shared-ambiguous);
 #   g. o-thread-exit (device.gpustack.ai/rdma: 1) creates its PD, CQ, MR and QPs in a thread that
-#      exits, then moves RDMA from its main thread: the kernel names no owner (pid 0), so the verdict
-#      is unknown, "a user whose owner cannot be identified moved bytes" (it was idle);
+#      exits, then moves RDMA from its main thread, and downloads beside it: the kernel names no
+#      owner (pid 0), but each QP names its PD and the PD its device context, which the main thread
+#      opened: rdma, its container c, owned.qp counted (issue 32 item 15; it was unknown, and idle
+#      before that). Then its writes stop (SIGUSR1: the actor keeps its QPs) while it downloads:
+#      tcp, a fallback, its QPs still counted;
 #   h. o-thread-stay does the same from a thread that stays: the kernel names the thread, and the
 #      evidence must name the process (it named the thread ID);
 #   i. o-init: an init container holds the fourth rxe2 token and ends; the app container, with no
@@ -173,8 +176,9 @@ rkvm_pod o-idle "" 0 false | run_static_pod o-idle
 # f.-i.: the issue 27 Pods.
 PD_ONLY='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA_SHARED%%,*}; '"$ACTOR"' open $d 100000 & '"$(http_client)"
 THREAD_LOOP='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; exec '"$ACTOR"' loop $d $g 100000 WHO'
+THREAD_EXIT='d=${FABRIC_DEVICES_DEVICE_GPUSTACK_AI_RDMA%%,*}; '$gid_of'; '"$ACTOR"' loop $d $g 100000 exit & '"$(http_client)"
 rkvm_pod o-pd-only "$(limits "$SHARED")" 0 false "$PD_ONLY" | run_static_pod o-pd-only
-rkvm_pod o-thread-exit "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/exit}" | run_static_pod o-thread-exit
+rkvm_pod o-thread-exit "$(limits "$RES")" 0 false "$THREAD_EXIT" | run_static_pod o-thread-exit
 rkvm_pod o-thread-stay "$(limits "$RES")" 0 false "${THREAD_LOOP//WHO/stay}" | run_static_pod o-thread-stay
 # o-init: an init container "fetch" holding an rxe2 token that ends at once, then the app container.
 with_init_container() {  # NAME RESOURCE: adds it to the manifest on stdin
@@ -390,10 +394,15 @@ if ((OBSERVE)); then
   expect "o-pd-only: says it opened the device without a QP" test "$(doc o-pd-only "[$c0.evidence[] | select(test(\"opened rxe2 but created no QP\"))] | length")" -ge 1
   TAG=o-shared-active
   expect "o-shared-active: holders, want itself only" test "$(doc o-shared-active "$c0.devices[0].holders | length")" == 1
-  # g. the creating thread exited: nobody is named, the device moved bytes: unknown, not idle
+  # g. the creating thread exited: the kernel names nobody, the QPs' PD's context names the
+  #    process: rdma, its container, its QPs counted
   TAG=o-thread-exit
-  expect "o-thread-exit: verdict $(verdict o-thread-exit), want unknown" test "$(verdict o-thread-exit)" == unknown
-  expect "o-thread-exit: reason" test "$(doc o-thread-exit "$c0.reason | test(\"a user whose owner cannot be identified moved bytes on ${DEV[o-thread-exit]}\")")" == true
+  expect "o-thread-exit: verdict $(verdict o-thread-exit), want rdma" test "$(verdict o-thread-exit)" == rdma
+  expect "o-thread-exit: container, want c" test "$(doc o-thread-exit "$c0.name")" == '"c"'
+  expect "o-thread-exit: owned.qp on ${DEV[o-thread-exit]}, want >= 2" \
+    test "$(doc o-thread-exit "[$c0.devices[]? | select(.device == \"${DEV[o-thread-exit]}\") | .owned.qp] | max // 0")" -ge 2
+  expect "o-thread-exit: the evidence says the QPs' thread has exited" \
+    test "$(doc o-thread-exit "[$c0.evidence[] | select(test(\"created by a thread that has exited\"))] | length")" -ge 1
   # h. a thread that stays: the process, not the thread, in the evidence
   TAG=o-thread-stay
   expect "o-thread-stay: verdict $(verdict o-thread-stay), want rdma" test "$(verdict o-thread-stay)" == rdma
@@ -412,7 +421,23 @@ if ((OBSERVE)); then
   metrics=$(curl -s -m 30 "$AGENT_URL/metrics")
   [[ $metrics == *"fabric_pod_transport_fallback{namespace=\"default\",pod=\"o-init-$RK_NODE\",container=\"fetch\"} 0"* ]] ||
     fail "o-init: the fallback gauge of fetch is not 0: $(grep "o-init" <<<"$metrics" | tr '\n' ';')"
-  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath__expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); f. o-pd-only $(facts o-pd-only); g. o-thread-exit $(verdict o-thread-exit): $(doc o-thread-exit "$c0.reason"); h. o-thread-stay $(facts o-thread-stay), evidence "$(doc o-thread-stay "$c0.evidence[0]" | tr -d '"')" (kernel: thread $stay_tid of $actor_pid); i. o-init fetch $(doc o-init "$init_c | .verdict")/fallback $(doc o-init "$init_c | .fallback"); $probe_note; Pods running at ${t_running}s; $(since)s"
+  # g, continued. The same QPs stopped (SIGUSR1: the actor keeps them and writes nothing) while the
+  # Pod downloads: tcp, a fallback, the QPs still counted.
+  exit_actor=
+  for pid in $(pod_pids o-thread-exit); do
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == e2e-verbs-actor ]] && exit_actor=$pid
+  done
+  [[ -n $exit_actor ]] && kill -USR1 "$exit_actor" || fail "o-thread-exit: no e2e-verbs-actor to stop"
+  sleep $((WINDOW + 2))
+  observe o-thread-exit --expect rdma
+  cp "$TMP/o-thread-exit__expect_rdma.json" "$OUT/o-thread-exit-stopped.json" 2>/dev/null
+  TAG=o-thread-exit__expect_rdma
+  expect "o-thread-exit stopped: verdict $(verdict $TAG), want tcp" test "$(verdict $TAG)" == tcp
+  expect "o-thread-exit stopped: fallback, want true" test "$(doc $TAG "$c0.fallback")" == true
+  expect "o-thread-exit stopped: exit $(rc $TAG), want 20" test "$(rc $TAG)" == 20
+  expect "o-thread-exit stopped: owned.qp on ${DEV[o-thread-exit]}, want >= 2" \
+    test "$(doc $TAG "[$c0.devices[]? | select(.device == \"${DEV[o-thread-exit]}\") | .owned.qp] | max // 0")" -ge 2
+  pass "a. o-rdma $(facts o-rdma); b. o-tcp $(facts o-tcp), fallback $(doc o-tcp "$c0.fallback"); c. o-hostpath $(facts o-hostpath), --expect rdma exit $(rc o-hostpath__expect_rdma); d. o-shared-active $(facts o-shared-active), o-shared-idle $(facts o-shared-idle); e. o-idle $(facts o-idle); f. o-pd-only $(facts o-pd-only); g. o-thread-exit $(facts o-thread-exit), stopped $(facts o-thread-exit__expect_rdma); h. o-thread-stay $(facts o-thread-stay), evidence "$(doc o-thread-stay "$c0.evidence[0]" | tr -d '"')" (kernel: thread $stay_tid of $actor_pid); i. o-init fetch $(doc o-init "$init_c | .verdict")/fallback $(doc o-init "$init_c | .fallback"); $probe_note; Pods running at ${t_running}s; $(since)s"
 fi
 
 # ---- without the observer (the agent has no --observe yet): the facts the verdicts rest on --------

@@ -1,7 +1,7 @@
 #!/bin/bash
 # 11-engine-env (issue 24): the engine finds the fabric it was granted. The real kubelet v1.20.2,
 # containerd and runc in the soft-RoCE VM (lib/rk-vm.sh, as 09), the agent with the pool
-# device.gpustack.ai/rdma configured `env: [mooncake, nccl, ucx]`:
+# device.gpustack.ai/rdma configured `env: [mooncake, nccl, nccl-gid-index, ucx]`:
 # (a) a Pod asking device.gpustack.ai/rdma: 1 gets MOONCAKE_DEVICE, MC_MS_FILTERS, MC_GID_INDEX,
 #     NCCL_IB_HCA, NCCL_IB_GID_INDEX and UCX_NET_DEVICES for rxe0; MC_GID_INDEX is the RoCE v2 IPv4
 #     GID's index in the VM's sysfs, and ibv_rc_pingpong -g "$MC_GID_INDEX" runs over it in the Pod;
@@ -36,7 +36,7 @@ cat >"$RK_WORK/agent-config.yaml" <<YAML
 pools:
   - name: $RES
     selector: {kinds: [rdma]}
-    env: [mooncake, nccl, ucx]
+    env: [mooncake, nccl, nccl-gid-index, ucx]
 YAML
 RKVM_METRICS=127.0.0.1:9436
 rkvm_start --config "$RK_WORK/agent-config.yaml"

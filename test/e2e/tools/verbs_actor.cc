@@ -15,6 +15,8 @@
 //       thread's ID, not the process's).
 //       50 writes a second (about 400 packets on rxe, both ends counted): far
 //       over the observation's floor, and gentle on a VM without KVM.
+//       SIGUSR1 stops the writes and keeps the QPs (connected, idle) until
+//       SECONDS pass: a stack whose transfers stopped.
 //
 // Prints "pid P tid T" for the thread that created the QPs, then one line per
 // second of progress. Test-only; exits 1 with the failing verb named.
@@ -25,6 +27,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +37,10 @@
 #include <vector>
 
 namespace {
+
+// Set by SIGUSR1: stop writing, keep the QPs.
+volatile sig_atomic_t g_stop_writes = 0;
+void OnUsr1(int) { g_stop_writes = 1; }
 
 [[noreturn]] void Die(const char* what, int err) {
   std::fprintf(stderr, "e2e-verbs-actor: %s: %s\n", what, std::strerror(err));
@@ -227,7 +234,17 @@ int main(int argc, char** argv) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   auto next_report = std::chrono::steady_clock::now();
   uint64_t writes = 0;
+  std::signal(SIGUSR1, OnUsr1);
+  bool said_stopped = false;
   while (std::chrono::steady_clock::now() < end) {
+    if (g_stop_writes) {
+      if (!said_stopped)
+        std::printf("stopped writing after %llu writes; the QPs stay\n",
+                    static_cast<unsigned long long>(writes));
+      said_stopped = true;
+      usleep(100000);
+      continue;
+    }
     loop.Write();
     ++writes;
     usleep(20000);
