@@ -421,6 +421,8 @@ absl::Status HttpServerCore::Start(const std::string& address) {
   if (wake_fd_.get() < 0) return ErrnoError(errno, "eventfd", options_.flag);
   listen_fd_ = std::move(listener->fd);
   port_ = listener->port;
+  const bool v6 = listener->host.find(':') != std::string::npos;
+  bound_address_ = absl::StrCat(v6 ? "[" : "", listener->host, v6 ? "]" : "", ":", port_);
   stop_ = false;
   loop_ = std::thread([this] { Loop(*this).Run(); });
   return absl::OkStatus();

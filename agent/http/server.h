@@ -85,6 +85,8 @@ class HttpServerCore {
   // Closes every connection and the listener; returns once the loop ended.
   void Stop();
   int port() const { return port_; }
+  // "host:port" as bound: the port picked for port 0, IPv6 in brackets.
+  const std::string& bound_address() const { return bound_address_; }
 
   // Answers request `id` from any thread; ignored when its connection is
   // gone (closed by its deadline or its client). One answer per request.
@@ -118,6 +120,7 @@ class HttpServerCore {
   const Route route_;
   UniqueFd listen_fd_, wake_fd_;
   int port_ = 0;
+  std::string bound_address_;
   std::atomic<bool> stop_{false};
   std::thread loop_;
   std::mutex mu_;  // answers_, and wake_fd_ once started

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/http/client.h"
 #include "agent/http/openssl.h"
 #include "gmock/gmock.h"
@@ -86,6 +87,9 @@ TEST(HttpServerCoreTest, AnswersFromAnotherThreadAndHeadHasNoBody) {
   });
   core_ptr = &core;
   ASSERT_OK(core.Start("127.0.0.1:0"));
+  // The log line names this, and scripts read the port from it.
+  EXPECT_EQ(core.bound_address(), absl::StrCat("127.0.0.1:", core.port()));
+  EXPECT_GT(core.port(), 0);
   const std::string base = "http://127.0.0.1:" + std::to_string(core.port());
   auto r = Get(base, "/a/b?c=d");
   ASSERT_OK(r);

@@ -84,9 +84,9 @@ absl::Status HttpServer::Start(const std::string& address) {
     stop_ = false;
   }
   worker_ = std::thread([this] { Work(); });
-  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node{}{} on {} (port {})",
-          handlers_.peers_json ? " /v1/peers" : "", handlers_.pods ? " /v1/pods" : "", address,
-          core_->port());
+  LogInfo(Component::kMetrics, "serving /metrics /healthz /readyz /v1/node{}{} on {}",
+          handlers_.peers_json ? " /v1/peers" : "", handlers_.pods ? " /v1/pods" : "",
+          core_->bound_address());
   return absl::OkStatus();
 }
 

@@ -43,8 +43,8 @@ absl::Status TlsServer::Start() {
     stop_ = false;
   }
   for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { Work(); });
-  LogInfo(Component::kPods, "serving /v1/pods over TLS on {} (port {}; token and access reviewed)",
-          options_.address, core_->port());
+  LogInfo(Component::kPods, "serving /v1/pods over TLS on {} (token and access reviewed)",
+          core_->bound_address());
   return absl::OkStatus();
 }
 
