@@ -24,8 +24,8 @@
 #      v1.20.2, built once from the same source), running static Pods and Pods
 #      created through the API against the agent (skips with a reason where a part
 #      cannot be had),
-#   6. in the background from the end of the main build: the real-kernel e2e
-#      suite in a QEMU soft-RoCE VM, the real kubelet in it, registered with a
+#   6. in the background once the main build and the sanitizer builds are
+#      done: the real-kernel e2e suite in a QEMU soft-RoCE VM, the real kubelet in it, registered with a
 #      control plane of its own on the host for the API cases (skips with a
 #      reason where the VM cannot boot).
 # Ends with a table of every step's seconds and result.
@@ -198,7 +198,12 @@ sanitizer_lane() {
   # Its output goes to its own log, printed once it is done.
   local tsan_name="build: GCC TSan, unity" tsan_pid=
   tsan_build_beside() {
-    (lane_step "$tsan_name" tsan_build > "$OUT/tsan-build.log" 2>&1) &
+    (
+      lane_step "$tsan_name" tsan_build > "$OUT/tsan-build.log" 2>&1
+      rc=$?
+      : > "$OUT/lane-builds.done"  # the e2e VM waits for it (start_e2e)
+      exit $rc
+    ) &
     tsan_pid=$!
   }
   if lane_step "build: clang ASan+UBSan (+ fuzz targets), unity" san_build; then
@@ -220,6 +225,7 @@ sanitizer_lane() {
   printf '%s\n' "${failed[@]}" > "$OUT/sanitizers.failed"
 }
 lane_pid=
+rm -f "$OUT/lane-builds.done"
 if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   # Its builds run at the lowest priority: they use what the main steps leave
   # idle (those wait on timers, sockets and the real kubelet much of the time).
@@ -229,16 +235,22 @@ if [ "${FABRIC_SANITIZERS:-1}" != 0 ]; then
   echo "test.sh: sanitizer lane started in the background (log: $OUT/sanitizers.log)"
 fi
 
-# The real-kernel e2e suite, in the background from the end of the main build
-# (the VM needs only its binaries). Under TCG QEMU keeps about one core busy
-# for ~13 minutes; run after everything else, the other core idled that long.
-# Its control plane on the host takes ports of its own: the real-kubelet steps
-# run theirs (16443, 23790-1) at the same time.
+# The real-kernel e2e suite, in the background once the main build has its
+# binaries and the sanitizer lane's builds are done. Run after everything
+# else, a warm run's second core idled for the VM's ~12 minutes. Started
+# before the lane's builds end, the VM (QEMU under TCG, two vCPUs, busy
+# guests) starved them: the lane is a cold run's critical path (run c7: the
+# clang build 20 % done after 1,370 s). Its control plane on the host takes
+# ports of its own: the real-kubelet steps run theirs (16443, 23790-1) at
+# the same time.
 e2e_pid=
 start_e2e() {
   [ "${FABRIC_E2E:-1}" != 0 ] && [ -x test/e2e/run.sh ] || return 0
   local name="e2e: real kernel, soft-RoCE VM"
   (
+    if [ -n "$lane_pid" ]; then
+      while [ ! -e "$OUT/lane-builds.done" ] && kill -0 "$lane_pid" 2>/dev/null; do sleep 5; done
+    fi
     t0=$SECONDS
     echo "=== [e2e] $name"
     E2E_API_PORT=${E2E_API_PORT:-16643} E2E_ETCD_PORT=${E2E_ETCD_PORT:-23990} \
@@ -248,7 +260,7 @@ start_e2e() {
     exit $rc
   ) > "$OUT/e2e.log" 2>&1 &
   e2e_pid=$!
-  echo "test.sh: e2e VM started in the background (log: $OUT/e2e.log)"
+  echo "test.sh: e2e VM started in the background once the sanitizer builds are done (log: $OUT/e2e.log)"
 }
 
 main_tests=(-DFABRIC_CC_TESTS=OFF -DFABRIC_TEST_OPT= -DFABRIC_UNITY=OFF)
