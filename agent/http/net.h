@@ -1,4 +1,4 @@
-// Sockets for the HTTP layer: an owned descriptor, a listener on "host:port",
+// Sockets for the HTTP layer: a listener on "host:port",
 // and what the server needs to know of a peer's address.
 #ifndef FABRIC_AGENT_HTTP_NET_H_
 #define FABRIC_AGENT_HTTP_NET_H_
@@ -11,34 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/base/unique_fd.h"
 
 namespace fabric {
-
-// A file descriptor, closed once.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    reset(o.release());
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct Listener {
   UniqueFd fd;  // non-blocking

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/errors.h"
+#include "agent/base/unique_fd.h"
 #include "agent/netns/netns_path.h"
 #include "agent/netns/rdma_netlink_wire.h"
 
@@ -26,26 +27,6 @@ namespace {
 #ifndef NETLINK_RDMA
 #define NETLINK_RDMA 20
 #endif
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    reset(o.release());
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 struct MnlCloser {
   void operator()(mnl_socket* s) const { mnl_socket_close(s); }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/base/logging.h"
+#include "agent/base/unique_fd.h"
 #include "agent/base/utf8.h"
 #include "agent/podprocs/cgroup_path.h"
 #include "agent/podprocs/net_dev.h"
@@ -47,20 +48,6 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
       return absl::InternalError(msg);
   }
 }
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
